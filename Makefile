@@ -1,0 +1,37 @@
+# The two commands of the course: `make book` and `make test`.
+# Both create .venv on first use and reinstall only when pyproject.toml changes.
+PYTHON ?= python3
+VENV   := .venv
+PY     := $(VENV)/bin/python
+STAMP  := $(VENV)/.installed-stamp
+JOBS   ?= 2
+
+.PHONY: book test labs check-labs suite clean
+
+$(STAMP): pyproject.toml
+	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -e '.[dev]'
+	@touch $(STAMP)
+
+# Build the HTML book into _build/html; chapters execute (cached), warnings are errors.
+book: $(STAMP)
+	$(VENV)/bin/jupyter-book build . -W -n --keep-going
+
+# Every test: unit tests, labs (graded with nbval), red-team grading, suite, book build, browser.
+test: $(STAMP)
+	$(PY) -m pytest -n $(JOBS) --dist loadgroup tests
+
+# Regenerate labs/ from solutions/ (never edit labs/ by hand).
+labs: $(STAMP)
+	$(PY) -m xlalab.assign
+
+check-labs: $(STAMP)
+	$(PY) -m xlalab.assign --check
+
+# The workload suite on this machine's profile; writes results/<host>.json and PNGs.
+suite: $(STAMP)
+	$(PY) -m xlalab.suite
+
+clean:
+	rm -rf _build .pytest_cache

@@ -1,0 +1,1 @@
+"""xlalab: helpers for the compiled-TensorFlow course."""
