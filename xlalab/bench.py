@@ -1,0 +1,220 @@
+"""Honest timing for TensorFlow: synchronize, warm up, separate compile time, report medians and spread.
+
+TensorFlow may return from a call before the device has finished the work (a GPU kernel is queued,
+not run). A clock read right after the call measures the queueing, not the work. Every timing here
+waits for the result first (:func:`sync`), times the first call apart (it traces and compiles),
+and reports the median and inter-quartile range of the steady-state samples.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from dataclasses import asdict, dataclass, field
+from typing import Any, Callable, Mapping, Sequence
+
+import numpy as np
+
+
+def _leaves(obj: Any):
+    if isinstance(obj, Mapping):
+        for v in obj.values():
+            yield from _leaves(v)
+    elif isinstance(obj, (list, tuple)):
+        for v in obj:
+            yield from _leaves(v)
+    else:
+        yield obj
+
+
+def sync(result: Any) -> Any:
+    """Wait until every tensor in ``result`` (nested lists, tuples, dicts) is computed; return ``result``.
+
+    An object with ``block_until_ready()`` is waited on; an object with ``numpy()`` (a TensorFlow
+    tensor) is copied to the host, which waits for the device; NumPy arrays and Python values are
+    ready already. On a GPU, ``tf.test.experimental.sync_devices()`` additionally waits for work
+    that produced no returned tensor (a variable update).
+    """
+    for leaf in _leaves(result):
+        if hasattr(leaf, "block_until_ready"):
+            leaf.block_until_ready()
+        elif hasattr(leaf, "numpy") and not isinstance(leaf, np.ndarray):
+            leaf.numpy()
+    _sync_gpu()
+    return result
+
+
+def _sync_gpu() -> None:
+    import sys
+
+    tf = sys.modules.get("tensorflow")
+    if tf is None:
+        return
+    from . import hw
+
+    if hw.gpus():
+        tf.test.experimental.sync_devices()
+
+
+@dataclass
+class Timing:
+    """One benchmark: the first call apart, then steady-state samples (seconds).
+
+    Attributes:
+        name: what was timed.
+        first_call_s: the first call, which traces and compiles a ``tf.function``.
+        samples_s: steady-state call times after warm-up.
+    """
+
+    name: str
+    first_call_s: float
+    samples_s: list[float] = field(default_factory=list)
+
+    @property
+    def median_s(self) -> float:
+        return float(np.median(self.samples_s))
+
+    @property
+    def median_ms(self) -> float:
+        return self.median_s * 1e3
+
+    @property
+    def iqr_s(self) -> float:
+        """Inter-quartile range of the samples (75th minus 25th percentile), in seconds."""
+        q1, q3 = np.percentile(self.samples_s, [25, 75])
+        return float(q3 - q1)
+
+    @property
+    def iqr_ms(self) -> float:
+        return self.iqr_s * 1e3
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d.update(median_ms=self.median_ms, iqr_ms=self.iqr_ms, n=len(self.samples_s))
+        return d
+
+    def __str__(self) -> str:
+        return (f"{self.name}: median {_fmt_time(self.median_s)} "
+                f"(IQR {_fmt_time(self.iqr_s)}, n={len(self.samples_s)}), first call {_fmt_time(self.first_call_s)}")
+
+
+def _fmt_time(s: float) -> str:
+    if s >= 1:
+        return f"{s:.3g} s"
+    if s >= 1e-3:
+        return f"{s * 1e3:.3g} ms"
+    return f"{s * 1e6:.3g} us"
+
+
+def _time_call(fn: Callable, args: Sequence, do_sync: bool) -> float:
+    t0 = time.perf_counter()
+    out = fn(*args)
+    if do_sync:
+        sync(out)
+    return time.perf_counter() - t0
+
+
+def benchmark(fn: Callable, *args: Any, name: str | None = None, warmup: int = 2, min_time: float = 0.5,
+              min_repeats: int = 5, max_repeats: int = 1000, do_sync: bool = True) -> Timing:
+    """Time ``fn(*args)``: first call, ``warmup`` calls, then samples until ``min_time`` seconds have passed.
+
+    Works the same for a Python function, a ``tf.function`` and a ``tf.function(jit_compile=True)``:
+    each call's result is synchronized (:func:`sync`) before the clock is read. ``do_sync=False``
+    exists only to show what goes wrong without it.
+
+    Example:
+        >>> t = benchmark(tf.function(lambda x: x * 2, jit_compile=True), tf.ones([1000]))
+        >>> t.first_call_s > t.median_s   # the first call compiled
+    """
+    first = _time_call(fn, args, do_sync)
+    for _ in range(warmup):
+        _time_call(fn, args, do_sync)
+    samples: list[float] = []
+    start = time.perf_counter()
+    while len(samples) < max_repeats and (len(samples) < min_repeats or time.perf_counter() - start < min_time):
+        samples.append(_time_call(fn, args, do_sync))
+    return Timing(name or getattr(fn, "__name__", "fn"), first, samples)
+
+
+def bootstrap_ratio_ci(baseline_s: Sequence[float], variant_s: Sequence[float], n_boot: int = 2000,
+                       level: float = 0.95, seed: int = 0) -> tuple[float, float]:
+    """Confidence interval of ``median(baseline) / median(variant)`` by resampling both sample sets."""
+    rng = np.random.default_rng(seed)
+    b = np.asarray(baseline_s)
+    v = np.asarray(variant_s)
+    bi = rng.integers(0, len(b), size=(n_boot, len(b)))
+    vi = rng.integers(0, len(v), size=(n_boot, len(v)))
+    ratios = np.median(b[bi], axis=1) / np.median(v[vi], axis=1)
+    lo, hi = np.percentile(ratios, [100 * (1 - level) / 2, 100 * (1 + level) / 2])
+    return float(lo), float(hi)
+
+
+@dataclass
+class Comparison:
+    """Interleaved timings of several variants, each against a baseline.
+
+    ``speedups[name]`` is ``median(baseline) / median(name)`` (above 1 means faster than the baseline);
+    ``cis[name]`` its bootstrap 95% confidence interval.
+    """
+
+    baseline: str
+    timings: dict[str, Timing]
+    speedups: dict[str, float]
+    cis: dict[str, tuple[float, float]]
+
+    def table(self) -> str:
+        """A fixed-width text table, one row per variant."""
+        head = f"{'variant':<16} {'first call':>11} {'median':>10} {'IQR':>9} {'n':>5}  speedup vs {self.baseline} [95% CI]"
+        rows = [head, "-" * len(head)]
+        for name, t in self.timings.items():
+            lo, hi = self.cis[name]
+            rows.append(f"{name:<16} {_fmt_time(t.first_call_s):>11} {_fmt_time(t.median_s):>10} "
+                        f"{_fmt_time(t.iqr_s):>9} {len(t.samples_s):>5}  {self.speedups[name]:.2f}x [{lo:.2f}, {hi:.2f}]")
+        return "\n".join(rows)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"baseline": self.baseline,
+                "variants": {n: {**t.to_dict(), "speedup": self.speedups[n], "speedup_ci": list(self.cis[n])}
+                             for n, t in self.timings.items()}}
+
+    def __str__(self) -> str:
+        return self.table()
+
+
+def compare(variants: Mapping[str, Callable], *args: Any, baseline: str | None = None, warmup: int = 2,
+            min_time: float = 1.0, min_rounds: int = 5, max_rounds: int = 500, seed: int = 0) -> Comparison:
+    """Time several variants of one computation interleaved, so that drift hits all of them alike.
+
+    Each variant is called as ``fn(*args)``. Every variant's first call is timed apart, then each is
+    warmed up, then rounds run every variant once in a shuffled order until ``min_time`` seconds
+    have passed (at least ``min_rounds``). The baseline defaults to the first variant.
+
+    Example:
+        >>> c = compare({"graph": graph_fn, "xla": xla_fn}, x)
+        >>> print(c.table())
+    """
+    names = list(variants)
+    if not names:
+        raise ValueError("compare() needs at least one variant")
+    baseline = baseline or names[0]
+    if baseline not in variants:
+        raise KeyError(f"baseline {baseline!r} is not one of {names}")
+    first = {n: _time_call(variants[n], args, True) for n in names}
+    for _ in range(warmup):
+        for n in names:
+            _time_call(variants[n], args, True)
+    samples: dict[str, list[float]] = {n: [] for n in names}
+    order = names[:]
+    rng = random.Random(seed)
+    start = time.perf_counter()
+    rounds = 0
+    while rounds < max_rounds and (rounds < min_rounds or time.perf_counter() - start < min_time):
+        rng.shuffle(order)
+        for n in order:
+            samples[n].append(_time_call(variants[n], args, True))
+        rounds += 1
+    timings = {n: Timing(n, first[n], samples[n]) for n in names}
+    base_median = timings[baseline].median_s
+    speedups = {n: base_median / timings[n].median_s for n in names}
+    cis = {n: bootstrap_ratio_ci(samples[baseline], samples[n]) for n in names}
+    return Comparison(baseline, timings, speedups, cis)

@@ -1,0 +1,120 @@
+"""One matplotlib style for the whole course: speedup bars, rooflines and scaling curves.
+
+Every function draws into an ``ax`` you pass (or a new figure) and returns the Axes, so that a
+notebook can add to it, save it or glue it.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Mapping, Sequence
+
+import numpy as np
+
+COLORS = ["#1f5f9e", "#d1495b", "#2e8b57", "#edae49", "#6a4c93", "#00798c", "#8d6a9f", "#66a182"]
+
+STYLE = {
+    "figure.figsize": (6.4, 3.8),
+    "figure.dpi": 110,
+    "savefig.dpi": 130,
+    "savefig.bbox": "tight",
+    "axes.grid": True,
+    "grid.alpha": 0.3,
+    "axes.spines.top": False,
+    "axes.spines.right": False,
+    "axes.prop_cycle": None,  # filled in use_style
+    "font.size": 10,
+    "legend.frameon": False,
+}
+
+
+def use_style() -> None:
+    """Apply the course's matplotlib style (idempotent)."""
+    import matplotlib as mpl
+    from cycler import cycler
+
+    style = dict(STYLE)
+    style["axes.prop_cycle"] = cycler(color=COLORS)
+    mpl.rcParams.update(style)
+
+
+def _axes(ax: Any) -> Any:
+    import matplotlib.pyplot as plt
+
+    use_style()
+    if ax is None:
+        _, ax = plt.subplots()
+    return ax
+
+
+def speedup_bars(speedups: Mapping[str, float], cis: Mapping[str, Sequence[float]] | None = None,
+                 baseline: str = "graph", ax: Any = None, title: str | None = None) -> Any:
+    """Bars of speedup against ``baseline`` (1.0 drawn as a line), with confidence intervals as error bars."""
+    ax = _axes(ax)
+    names = list(speedups)
+    values = np.array([speedups[n] for n in names], dtype=float)
+    if cis:
+        lo = np.array([values[i] - cis[n][0] for i, n in enumerate(names)])
+        hi = np.array([cis[n][1] - values[i] for i, n in enumerate(names)])
+        err = np.vstack([np.clip(lo, 0, None), np.clip(hi, 0, None)])
+    else:
+        err = None
+    colors = [COLORS[1] if v < 1 else COLORS[0] for v in values]
+    ax.bar(names, values, yerr=err, capsize=4, color=colors)
+    ax.axhline(1.0, color="black", lw=0.8)
+    ax.set_ylabel(f"speedup vs {baseline} (higher is faster)")
+    for i, v in enumerate(values):
+        ax.annotate(f"{v:.2f}x", (i, v), ha="center", va="bottom", fontsize=8, xytext=(0, 3),
+                    textcoords="offset points")
+    if title:
+        ax.set_title(title)
+    return ax
+
+
+def roofline(points: Sequence[Any], peak_flops: float, bandwidth: float, ax: Any = None, title: str | None = None,
+             device: str = "") -> Any:
+    """Log-log roofline: the memory slope, the compute roof, and each point at (intensity, achieved FLOP/s).
+
+    ``points`` are :class:`xlalab.roofline.RooflinePoint` (anything with ``label``, ``intensity`` and
+    ``achieved_flops``). Axes are in FLOP/byte and GFLOP/s.
+    """
+    ax = _axes(ax)
+    intensities = [p.intensity for p in points] or [1.0]
+    ridge = peak_flops / bandwidth
+    lo = min(min(intensities), ridge) / 8
+    hi = max(max(intensities), ridge) * 8
+    x = np.logspace(np.log10(lo), np.log10(hi), 200)
+    ax.loglog(x, np.minimum(peak_flops, x * bandwidth) / 1e9, color="black", lw=1.5,
+              label=f"roof{': ' + device if device else ''}")
+    ax.axvline(ridge, color="gray", ls=":", lw=0.8)
+    ax.annotate(f"ridge {ridge:.1f} FLOP/B", (ridge, peak_flops / 1e9), fontsize=8, xytext=(4, -12),
+                textcoords="offset points")
+    for i, p in enumerate(points):
+        ax.loglog([p.intensity], [p.achieved_flops / 1e9], "o", color=COLORS[i % len(COLORS)], label=p.label)
+    ax.set_xlabel("arithmetic intensity (FLOP/byte)")
+    ax.set_ylabel("GFLOP/s")
+    ax.legend(fontsize=8, loc="lower right")
+    if title:
+        ax.set_title(title)
+    return ax
+
+
+def scaling(x: Sequence[float], series: Mapping[str, Sequence[float]], xlabel: str, ylabel: str,
+            loglog: bool = True, ax: Any = None, title: str | None = None, slopes: Sequence[int] = ()) -> Any:
+    """Curves of ``series[name]`` against ``x`` (log-log by default); ``slopes`` adds reference lines x**k."""
+    ax = _axes(ax)
+    x = np.asarray(x, dtype=float)
+    for name, ys in series.items():
+        ax.plot(x, ys, "o-", label=name)
+    for k in slopes:
+        first = next(iter(series.values()))
+        ref = first[0] * (x / x[0]) ** k
+        ax.plot(x, ref, ls="--", color="gray", lw=0.8, label=f"∝ n^{k}")
+    if loglog:
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    ax.legend(fontsize=8)
+    if title:
+        ax.set_title(title)
+    return ax
