@@ -218,3 +218,31 @@ def compare(variants: Mapping[str, Callable], *args: Any, baseline: str | None =
     speedups = {n: base_median / timings[n].median_s for n in names}
     cis = {n: bootstrap_ratio_ci(samples[baseline], samples[n]) for n in names}
     return Comparison(baseline, timings, speedups, cis)
+
+
+class DelayedResult:
+    """A stand-in for a tensor whose device work outlives the call that returned it.
+
+    ``delayed_work(seconds)`` returns at once; waiting on the result (``block_until_ready()`` or
+    ``numpy()``) takes until ``seconds`` after the call. A timer that reads the clock without
+    waiting reports almost nothing; :func:`benchmark` reports ``seconds``.
+    """
+
+    def __init__(self, seconds: float, value: Any = 0.0) -> None:
+        self._ready_at = time.perf_counter() + seconds
+        self._value = value
+
+    def block_until_ready(self) -> "DelayedResult":
+        remaining = self._ready_at - time.perf_counter()
+        if remaining > 0:
+            time.sleep(remaining)
+        return self
+
+    def numpy(self) -> Any:
+        self.block_until_ready()
+        return np.asarray(self._value)
+
+
+def delayed_work(seconds: float) -> DelayedResult:
+    """Return at once a result that becomes ready ``seconds`` later (see :class:`DelayedResult`)."""
+    return DelayedResult(seconds)
