@@ -273,6 +273,7 @@ class Module:
         raise KeyError(name)
 
 
+_COMMENT = re.compile(r"/\*.*?\*/")
 _INSTR = re.compile(r"^\s*(ROOT\s+)?%?([^\s=(){}]+)\s*=\s*(.*)$")
 _HEADER = re.compile(r"^\s*(ENTRY\s+)?%?([^\s(]+)\s*\(.*\)\s*->\s*.*\{\s*$")
 _HEADER_NOARGS = re.compile(r"^\s*(ENTRY\s+)?%?([^\s(]+)\s*\{\s*$")
@@ -343,7 +344,7 @@ def parse(text: str) -> Module:
         pending.clear()
 
     for raw in text.splitlines():
-        line = raw.rstrip()
+        line = _COMMENT.sub("", raw).rstrip()  # long tuples carry /*index=N*/ markers
         stripped = line.strip()
         if not stripped or stripped.startswith("//"):
             continue

@@ -1,0 +1,62 @@
+"""The project's setup files agree: environment.yml installs this package, pyproject holds the dependencies."""
+
+import re
+import sys
+from pathlib import Path
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover
+    import tomli as tomllib
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _pyproject():
+    return tomllib.loads((ROOT / "pyproject.toml").read_text())
+
+
+def test_environment_yml_installs_this_package_and_nothing_else():
+    env = yaml.safe_load((ROOT / "environment.yml").read_text())
+    deps = env["dependencies"]
+    pip_sections = [d["pip"] for d in deps if isinstance(d, dict) and "pip" in d]
+    assert pip_sections == [["-e .[dev]"]], "environment.yml must install the package with pip: -e .[dev]"
+    conda_names = {re.split(r"[=<> ]", d)[0] for d in deps if isinstance(d, str)}
+    assert conda_names == {"python", "pip"}, f"dependencies belong in pyproject.toml, not environment.yml: {conda_names}"
+
+
+def test_python_versions_agree():
+    env = yaml.safe_load((ROOT / "environment.yml").read_text())
+    py = next(d for d in env["dependencies"] if isinstance(d, str) and d.startswith("python"))
+    version = tuple(int(x) for x in py.split("=")[1].split("."))
+    minimum = tuple(int(x) for x in re.search(r">=\s*([\d.]+)", _pyproject()["project"]["requires-python"])[1].split("."))
+    assert version >= minimum
+
+
+def test_pyproject_pins_what_the_course_needs():
+    project = _pyproject()["project"]
+    deps = " ".join(project["dependencies"])
+    for name in ("tensorflow>=2.16", "jupyter-book>=1.0.4,<2", "matplotlib", "nbval", "pytest", "ipykernel"):
+        assert name in deps, name
+    assert re.search(r"tensorflow>=2\.16,<2\.\d+", deps), "TensorFlow needs an upper bound below the next untested minor"
+    assert {"dev", "gpu"} <= set(project["optional-dependencies"])
+    assert any("and-cuda" in d for d in project["optional-dependencies"]["gpu"])
+
+
+def test_installed_tensorflow_is_inside_the_pinned_range():
+    import tensorflow as tf
+
+    major, minor = (int(x) for x in tf.__version__.split(".")[:2])
+    upper = int(re.search(r"tensorflow>=2\.16,<2\.(\d+)", " ".join(_pyproject()["project"]["dependencies"]))[1])
+    assert (major, minor) >= (2, 16) and minor < upper
+
+
+def test_repository_url_lives_in_config():
+    config = yaml.safe_load((ROOT / "_config.yml").read_text())
+    assert config["repository"]["url"].startswith("https://")
+    assert config["launch_buttons"]["colab_url"] == "https://colab.research.google.com"
+
+
+def test_ci_runs_make_test():
+    assert "make test" in (ROOT / ".ci" / "run").read_text()

@@ -1,0 +1,75 @@
+"""xlalab.hlo on HLO that TensorFlow itself prints: small functions, control flow, a ResNet-50 step."""
+
+import pytest
+import tensorflow as tf
+
+from xlalab import hlo
+
+
+def _relu_dense(x, w, b):
+    return tf.nn.relu(tf.matmul(x, w) + b)
+
+
+def test_lowering_and_fusion_on_cpu():
+    x, w, b = tf.ones([8, 16]), tf.ones([16, 32]), tf.ones([32])
+    before = hlo.summary(hlo.hlo_text(_relu_dense, x, w, b, stage="hlo"))
+    after = hlo.summary(hlo.hlo_text(_relu_dense, x, w, b, stage="optimized_hlo"))
+    assert before["ops_by_opcode"]["dot"] == 1 and before["ops_by_opcode"]["maximum"] == 1
+    assert before["fusions"] == 0
+    assert after["fusions"] >= 1
+    assert after["kernels"] < before["kernels"]
+    assert after["bytes_moved"] < before["bytes_moved"]
+
+
+def test_elementwise_chain_is_one_fusion():
+    f = tf.function(lambda x: tf.nn.relu(tf.abs(x * 2.0 + 1.0) - 0.5) * 3.0, jit_compile=True)
+    s = hlo.summary(hlo.hlo_text(f, tf.ones([1000])))
+    assert s["fusions"] == 1 and s["kernels"] == 1
+
+
+def test_while_and_conditional_from_tensorflow():
+    @tf.function(jit_compile=True)
+    def loop(x, flag):
+        x = tf.while_loop(lambda i, v: i < 5, lambda i, v: (i + 1, tf.sin(v) * 2.0), (0, x))[1]
+        return tf.cond(flag, lambda: tf.exp(x), lambda: -x)
+
+    args = (tf.ones([4, 4]), tf.constant(True))
+    for stage in ("hlo", "optimized_hlo"):
+        text = hlo.hlo_text(loop, *args, stage=stage)
+        module = hlo.parse(text)
+        assert sum(len(c.instructions) for c in module.computations.values()) == hlo.instruction_lines(text)
+        opcodes = {i.opcode for i in module.instructions()}
+        assert "while" in opcodes
+
+
+def test_hlo_text_rejects_unknown_stage():
+    with pytest.raises(ValueError):
+        hlo.hlo_text(lambda x: x, tf.ones([2]), stage="nonsense")
+
+
+@pytest.mark.slow
+def test_resnet50_training_step_parses_completely():
+    """Acceptance: every instruction of a Keras ResNet-50 training step's optimized HLO parses."""
+    import keras
+
+    model = keras.applications.ResNet50(weights=None, input_shape=(64, 64, 3), classes=10)
+    opt = keras.optimizers.SGD(0.01, momentum=0.9)
+    opt.build(model.trainable_variables)
+    loss_fn = keras.losses.SparseCategoricalCrossentropy(from_logits=False)
+
+    def step(x, y):
+        with tf.GradientTape() as tape:
+            loss = loss_fn(y, model(x, training=True))
+        grads = tape.gradient(loss, model.trainable_variables)
+        opt.apply_gradients(zip(grads, model.trainable_variables))
+        return loss
+
+    x = tf.random.normal([2, 64, 64, 3])
+    y = tf.constant([1, 2])
+    text = hlo.hlo_text(tf.function(step, jit_compile=True), x, y, stage="optimized_hlo")
+    module = hlo.parse(text)
+    n = sum(len(c.instructions) for c in module.computations.values())
+    assert n == hlo.instruction_lines(text)
+    s = hlo.summary(module)
+    assert s["ops_by_opcode"].get("convolution", 0) + s["fused_ops_by_opcode"].get("convolution", 0) >= 53
+    assert s["fusions"] > 50
