@@ -1,0 +1,82 @@
+"""Shared helpers for the grading tests: a small lab made in the test (NumPy only, no TensorFlow)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import nbformat
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+SAMPLE = "lab90_sample"
+SAMPLE_URL = "https://example.org/xlalab-sample"
+
+
+def code(cell_id: str, source: str, **xlalab) -> nbformat.NotebookNode:
+    meta = {"xlalab": xlalab} if xlalab else {}
+    return nbformat.v4.new_code_cell(source=source, id=cell_id, metadata=meta)
+
+
+def md(cell_id: str, source: str, **xlalab) -> nbformat.NotebookNode:
+    meta = {"xlalab": xlalab} if xlalab else {}
+    return nbformat.v4.new_markdown_cell(source=source, id=cell_id, metadata=meta)
+
+
+def check(cell_id: str, check_id: str, points: int, body: str, hidden: bool = False) -> nbformat.NotebookNode:
+    meta = {"check": check_id, "points": points}
+    if hidden:
+        meta["hidden"] = True
+    return code(cell_id, f"# CHECK {check_id} ({points} points)\n{body}", **meta)
+
+
+def sample_solution() -> nbformat.NotebookNode:
+    """A 4-check, 6-point lab (2 of the checks hidden) with an inline, a whole-cell and a written answer."""
+    cells = [
+        md("title", "# Lab 90: a sample lab for the grader's tests"),
+        code("setup", "# Setup: pip install @REPOSITORY_URL@ when xlalab is missing\n"
+                      "import numpy as np\nimport xlalab.grading\nxlalab.grading.track_checks()", setup=True),
+        md("p1-intro", "## Part 1: scale (4 points)"),
+        code("p1-answer", "def scale(x, k):\n    \"\"\"x * k as float64; x has shape (n,).\"\"\"\n"
+                          "    # BEGIN SOLUTION\n    return np.asarray(x, dtype=float) * k\n    # END SOLUTION"),
+        check("p1-check", "p1-scale", 2,
+              "got = np.asarray(scale([1, 2, 3], 2.0), dtype=float)\n"
+              "np.testing.assert_allclose(got, [2.0, 4.0, 6.0], err_msg='scale([1, 2, 3], 2.0) should be "
+              "[2, 4, 6]')"),
+        check("p1-hidden", "p1-scale-random", 2,
+              "rng = np.random.default_rng()\nx = rng.normal(size=int(rng.integers(5, 50)))\nk = float(rng.normal())\n"
+              "np.testing.assert_allclose(np.asarray(scale(x, k), dtype=float), x * k, "
+              "err_msg='scale is wrong on random inputs')", hidden=True),
+        md("p2-intro", "## Part 2: total (2 points)"),
+        code("p2-answer", "def total(x):\n    return float(np.sum(x))", solution=True),
+        check("p2-check", "p2-total", 1,
+              "assert isinstance(total([1.0, 2.0]), float), 'total must return a Python float'\n"
+              "assert abs(total([1.0, 2.0, 3.5]) - 6.5) < 1e-12, 'total([1, 2, 3.5]) should be 6.5'"),
+        check("p2-hidden", "p2-total-random", 1,
+              "x = np.random.default_rng().normal(size=37)\n"
+              "assert np.isclose(total(x), x.sum()), 'total is wrong on random inputs'", hidden=True),
+        md("p2-why", "Because addition is associative (a sample written answer).", solution=True),
+        code("report", "xlalab.grading.report()"),
+    ]
+    nb = nbformat.v4.new_notebook(cells=cells, metadata={"kernelspec": {"name": "python3", "display_name":
+                                                                         "Python 3", "language": "python"}})
+    nb.metadata["xlalab"] = {"mutations": [
+        {"check": "p1-scale", "cell": "p1-answer", "replace": ["* k", "* k + 1"]},
+        {"check": "p2-total-random", "cell": "p2-answer", "replace": ["np.sum(x)", "np.sum(x[:5])"]},
+    ]}
+    return nb
+
+
+@pytest.fixture
+def sample_root(tmp_path: Path) -> Path:
+    """A repository root with _config.yml and solutions/lab90_sample.ipynb (no labs/ yet)."""
+    (tmp_path / "_config.yml").write_text(f"title: t\nrepository:\n  url: {SAMPLE_URL}\n", encoding="utf-8")
+    (tmp_path / "solutions").mkdir()
+    nbformat.write(sample_solution(), str(tmp_path / "solutions" / f"{SAMPLE}.ipynb"))
+    return tmp_path
+
+
+def write_json(path: Path, data) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(data), encoding="utf-8")
+    return path
