@@ -339,7 +339,7 @@ _LAUNCHER = (
 )
 
 
-def _child_env() -> dict[str, str]:
+def _child_env(extra: dict[str, str | None] | None = None) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items()
            if not (k.startswith("PYTEST_") or k.startswith("COV_") or k.startswith("COVERAGE_"))}
     env["PYTHONDONTWRITEBYTECODE"] = "1"
@@ -348,6 +348,11 @@ def _child_env() -> dict[str, str]:
     # Make sure the kernel imports this xlalab even when it is not installed.
     package_root = str(Path(__file__).resolve().parent.parent)
     env["PYTHONPATH"] = os.pathsep.join(p for p in (env.get("PYTHONPATH", ""), package_root) if p)
+    for key, value in (extra or {}).items():
+        if value is None:
+            env.pop(key, None)
+        else:
+            env[key] = value
     return env
 
 
@@ -391,7 +396,7 @@ class RunOutcome:
 
 
 def run_notebook(nb: Any, work: Path, priv: Path, nb_path: Path, *, cell_timeout: float, timeout: float,
-                 memory_gb: float) -> RunOutcome:
+                 memory_gb: float, env: dict[str, str | None] | None = None) -> RunOutcome:
     """Run a graded notebook under nbval in its own session; kill it (and its kernel) at ``timeout``."""
     nb_path.write_text(nbformat.writes(nb), encoding="utf-8")
     results = priv / "results.jsonl"
@@ -406,7 +411,7 @@ def run_notebook(nb: Any, work: Path, priv: Path, nb_path: Path, *, cell_timeout
     timed_out = False
     with open(log, "wb") as out:
         proc = subprocess.Popen(cmd, cwd=work, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                env=_child_env(), start_new_session=True)
+                                env=_child_env(env), start_new_session=True)
         try:
             proc.wait(timeout=timeout)
         except subprocess.TimeoutExpired:
@@ -496,8 +501,12 @@ def score(lab: Lab, outcome: RunOutcome, timeout: float) -> tuple[list[CheckResu
 
 
 def grade_one(lab: Lab, student: str, path: Path, *, cell_timeout: float = 600, timeout: float = 1800,
-              memory_gb: float = 8, keep: bool = False) -> Row:
-    """Grade one submission; never raises (a grader error becomes the row's status)."""
+              memory_gb: float = 8, env: dict[str, str | None] | None = None, keep: bool = False) -> Row:
+    """Grade one submission; never raises (a grader error becomes the row's status).
+
+    ``env`` adds (or, with a value of None, removes) environment variables of the grading process,
+    e.g. ``{"XLALAB_PROFILE": "tiny"}``; ``keep`` leaves the temporary folder for debugging.
+    """
     start = time.monotonic()
     row = Row(student, lab.name, lab.maximum, submission=str(path))
     zero = [CheckResult(c.check, c.points, c.hidden, False, "not graded") for c in lab.checks]
@@ -516,7 +525,7 @@ def grade_one(lab: Lab, student: str, path: Path, *, cell_timeout: float = 600, 
         nonce = secrets.token_hex(8)
         graded, row.tampering = build_graded(lab, sub, nonce, priv / "guard.jsonl", nb_path)
         outcome = run_notebook(graded, work, priv, nb_path, cell_timeout=cell_timeout, timeout=timeout,
-                               memory_gb=memory_gb)
+                               memory_gb=memory_gb, env=env)
         row.checks, row.restored, row.cell_errors, row.status = score(lab, outcome, timeout)
         if row.tampering:
             row.status += "; tampered"
@@ -625,7 +634,8 @@ def summary_table(rows: list[Row]) -> str:
 
 def grade_submissions(lab: str | Path, submissions: Iterable[str | Path], out: str | Path = "grades", *,
                       jobs: int = 1, source: str | Path | None = None, cell_timeout: float = 600,
-                      timeout: float = 1800, memory_gb: float = 8, progress: bool = False) -> list[Row]:
+                      timeout: float = 1800, memory_gb: float = 8, env: dict[str, str | None] | None = None,
+                      progress: bool = False) -> list[Row]:
     """Grade every submission of one lab; write the gradebook and feedback under ``out``; return the rows.
 
     Example: ``grade_submissions("lab01_timing", ["hand-ins/"], "grades", jobs=2)``.
@@ -640,7 +650,7 @@ def grade_submissions(lab: str | Path, submissions: Iterable[str | Path], out: s
         student, path = entry
         try:
             row = grade_one(the_lab, student, path, cell_timeout=cell_timeout, timeout=timeout,
-                            memory_gb=memory_gb)
+                            memory_gb=memory_gb, env=env)
         except BaseException as err:  # grade_one does not raise; this is the last line of defence
             row = Row(student, the_lab.name, the_lab.maximum,
                       [CheckResult(c.check, c.points, c.hidden, False, "not graded") for c in the_lab.checks],

@@ -1,0 +1,105 @@
+"""Every lab in solutions/: its solution scores full points, its student version scores 0, every deliberately
+broken answer (``metadata.xlalab.mutations``) fails its check, labs/ is current, and the lab has the shape the
+course promises (6-10 checks, about 20 points, at least a third of them hidden).
+
+Grading a solution is also its nbval validation, so each solution runs once (CPU profile, or whatever
+XLALAB_PROFILE the caller set); the student version and the mutations run at ``XLALAB_PROFILE=tiny``.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from xlalab import assign, grade
+
+REPO = Path(__file__).resolve().parent.parent
+SOLUTIONS = sorted((REPO / "solutions").glob("lab*.ipynb"))
+TINY = {"XLALAB_PROFILE": "tiny"}
+LIMITS = {"cell_timeout": 900, "timeout": 2400, "memory_gb": 8}
+
+
+def _mutations() -> list:
+    params = []
+    for path in SOLUTIONS:
+        try:
+            meta = json.loads(path.read_text(encoding="utf-8")).get("metadata", {}).get("xlalab", {})
+        except (OSError, ValueError):
+            continue
+        for i, m in enumerate(meta.get("mutations", []) if isinstance(meta, dict) else []):
+            params.append(pytest.param(path, i, m, id=f"{path.stem}-{i}-{m.get('check', '?')}"))
+    return params
+
+
+def _feedback(row: grade.Row) -> str:
+    return grade.feedback_text(row)
+
+
+def _grade(path: Path, lab: Path, out: Path, env: dict) -> grade.Row:
+    (row,) = grade.grade_submissions(lab, [path], out, env=env, **LIMITS)
+    return row
+
+
+def test_labs_are_current():
+    """labs/ matches solutions/ (what `make check-labs` runs); holds with no lab at all."""
+    assert assign.main(["--root", str(REPO), "--check"]) == 0, "run `python -m xlalab.assign`"
+
+
+@pytest.mark.parametrize("path", SOLUTIONS, ids=[p.stem for p in SOLUTIONS])
+def test_lab_shape(path):
+    nb = assign.read(path)
+    checks = assign.checks(nb)
+    total = sum(c.points for c in checks)
+    hidden = sum(c.points for c in checks if c.hidden)
+    assert 6 <= len(checks) <= 10, f"{path.name}: {len(checks)} checks (want 6-10)"
+    assert 18 <= total <= 22, f"{path.name}: {total:g} points (want about 20)"
+    assert hidden >= total / 3, f"{path.name}: {hidden:g} of {total:g} points hidden (want at least a third)"
+    ids = [c.get("id") for c in nb.cells]
+    assert all(ids) and len(set(ids)) == len(ids), f"{path.name}: every cell needs a unique id"
+    code = [c for c in nb.cells if c.cell_type == "code"]
+    assert any(assign.xmeta(c).get("setup") and "track_checks" in c.source for c in code), \
+        f"{path.name}: the setup cell (xlalab: setup) must call xlalab.grading.track_checks()"
+    assert "report(" in code[-1].source, f"{path.name}: the last code cell must call xlalab.grading.report()"
+    names = {c.check for c in checks}
+    by_id = {c.get("id"): c for c in nb.cells}
+    for m in nb.metadata.get("xlalab", {}).get("mutations", []):
+        assert m.get("check") in names, f"{path.name}: mutation names unknown check {m.get('check')!r}"
+        assert m.get("cell") in by_id, f"{path.name}: mutation names unknown cell {m.get('cell')!r}"
+        old = m["replace"][0]
+        assert old in by_id[m["cell"]].source, f"{path.name}: {old!r} is not in cell {m['cell']!r}"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("path", SOLUTIONS, ids=[p.stem for p in SOLUTIONS])
+def test_solution_scores_full_points(path, tmp_path):
+    """The nbval validation of the solution (CPU profile unless XLALAB_PROFILE is set by the caller)."""
+    row = _grade(path, path, tmp_path, env={})
+    assert row.total == row.maximum, _feedback(row)
+    assert not row.restored, "the guard restored something in the solution:\n" + _feedback(row)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("path", SOLUTIONS, ids=[p.stem for p in SOLUTIONS])
+def test_student_lab_scores_zero(path, tmp_path):
+    lab = REPO / "labs" / path.name
+    assert lab.exists(), f"labs/{path.name} is missing: run `python -m xlalab.assign`"
+    row = _grade(lab, path, tmp_path, env=TINY)
+    passed = [c.check for c in row.checks if c.passed]
+    assert not passed, f"checks that pass on the unmodified student lab: {passed}\n" + _feedback(row)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("path, index, mutation", _mutations())
+def test_mutation_fails_its_check(path, index, mutation, tmp_path):
+    nb = assign.read(path)
+    cell = next(c for c in nb.cells if c.get("id") == mutation["cell"])
+    old, new = mutation["replace"]
+    assert old in cell.source
+    cell.source = cell.source.replace(old, new)
+    sub = tmp_path / f"{path.stem}-mutation-{index}.ipynb"
+    sub.write_text(assign.dumps(nb), encoding="utf-8")
+    row = _grade(sub, path, tmp_path / "out", env=TINY)
+    result = next(c for c in row.checks if c.check == mutation["check"])
+    assert not result.passed, f"mutation {mutation} did not fail check {mutation['check']}:\n" + _feedback(row)
