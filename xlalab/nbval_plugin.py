@@ -138,7 +138,7 @@ def failure_message(excinfo) -> str:
         lines = [line for line in lines if line]
         for line in reversed(lines):
             if _ERROR_LINE.match(line):
-                return line[:500]
+                return line.rstrip(":").strip()[:500]
         if lines:
             return lines[-1][:500]
     text = _ANSI.sub("", str(exc)).strip().splitlines()
