@@ -1,0 +1,393 @@
+"""Build the book, rebuild it from the execution cache, and check it in a real browser.
+
+The build runs ``jupyter-book build . -W -n --keep-going`` in the repository (warnings are errors).
+The browser test serves ``_build/html`` on 127.0.0.1 and drives Debian's headless Chromium over the
+DevTools protocol through ``--remote-debugging-pipe`` (JSON messages separated by NUL bytes on file
+descriptors 3 and 4), so it needs no Python websocket package and downloads nothing. It checks that
+every page in ``_toc.yml`` loads without JavaScript errors, that every image on those pages is present
+and decodes, that every internal link of every built HTML file resolves, and that the search page finds
+"fusion"; it saves screenshots of three pages to ``_build/screenshots/``.
+
+``XLALAB_BOOK_OUT`` (a folder) builds into ``$XLALAB_BOOK_OUT/_build`` instead of the repository's
+``_build``, so that a developer can test without touching a build someone else is using.
+"""
+
+from __future__ import annotations
+
+import base64
+import fcntl
+import functools
+import html.parser
+import http.server
+import json
+import os
+import queue
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import urllib.parse
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+OUT = Path(os.environ["XLALAB_BOOK_OUT"]).resolve() if os.environ.get("XLALAB_BOOK_OUT") else REPO
+BUILD = OUT / "_build"
+HTML = BUILD / "html"
+SCREENSHOTS = BUILD / "screenshots"
+COLD_LIMIT_S = 1800          # the whole book, executed cold on the 2-core CI machine (budget: 15 min; margin)
+CACHED_LIMIT_S = 180         # a rebuild with nothing changed (target: under a minute; margin for a loaded machine)
+CHROMIUM_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+                  "--disable-background-networking", "--disable-component-update", "--disable-sync",
+                  "--disable-default-apps", "--mute-audio", "--hide-scrollbars"]
+
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("book")]
+
+
+def _jupyter_book() -> list[str]:
+    exe = Path(sys.executable).parent / "jupyter-book"
+    return [str(exe)] if exe.exists() else [shutil.which("jupyter-book") or "jupyter-book"]
+
+
+def _build(timeout: float) -> tuple[int, float, str]:
+    cmd = [*_jupyter_book(), "build", ".", "-W", "-n", "--keep-going"]
+    if OUT != REPO:
+        cmd += ["--path-output", str(OUT)]
+    t0 = time.perf_counter()
+    done = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=timeout)
+    return done.returncode, time.perf_counter() - t0, done.stdout + done.stderr
+
+
+@pytest.fixture(scope="module")
+def built_book() -> dict[str, float]:
+    """Build the book once for this module (cold, or from whatever execution cache exists)."""
+    code, seconds, log = _build(COLD_LIMIT_S)
+    assert code == 0, f"jupyter-book build failed ({code}) after {seconds:.0f} s:\n{log[-6000:]}"
+    return {"first_build_s": seconds}
+
+
+def test_book_builds(built_book: dict[str, float]) -> None:
+    assert (HTML / "index.html").exists(), "the build wrote no _build/html/index.html"
+    print(f"first build: {built_book['first_build_s']:.1f} s")
+
+
+def test_rebuild_uses_execution_cache(built_book: dict[str, float]) -> None:
+    code, seconds, log = _build(COLD_LIMIT_S)
+    assert code == 0, f"second build failed:\n{log[-4000:]}"
+    executed = [line for line in log.splitlines() if "Executing notebook" in line]
+    assert not executed, f"the second build executed notebooks again instead of using the cache: {executed[:5]}"
+    assert seconds < CACHED_LIMIT_S, f"a rebuild with nothing changed took {seconds:.0f} s (limit {CACHED_LIMIT_S} s)"
+    print(f"cached rebuild: {seconds:.1f} s")
+
+
+# ---------------------------------------------------------------------------------------------
+# Pages of the table of contents, and internal links of the built HTML.
+
+def toc_pages() -> list[str]:
+    """Paths (relative to _build/html) of every page in _toc.yml, root first, e.g. ``book/fusion.html``."""
+    import yaml
+
+    toc = yaml.safe_load((REPO / "_toc.yml").read_text())
+    pages = [toc["root"]]
+
+    def walk(node: object) -> None:
+        if isinstance(node, dict):
+            if "file" in node:
+                pages.append(node["file"])
+            for value in node.values():
+                walk(value)
+        elif isinstance(node, list):
+            for item in node:
+                walk(item)
+
+    walk({k: v for k, v in toc.items() if k != "root"})
+    return [str(Path(p).with_suffix("")) + ".html" for p in dict.fromkeys(pages)]
+
+
+class _LinkParser(html.parser.HTMLParser):
+    def __init__(self) -> None:
+        super().__init__()
+        self.links: list[str] = []
+        self.ids: set[str] = set()
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        a = dict(attrs)
+        for key in ("id", "name"):
+            if a.get(key):
+                self.ids.add(a[key])
+        if tag in ("a", "link") and a.get("href"):
+            self.links.append(a["href"])
+        if tag in ("img", "script", "source") and a.get("src"):
+            self.links.append(a["src"])
+
+
+@functools.lru_cache(maxsize=None)
+def _parse(path: Path) -> _LinkParser:
+    parser = _LinkParser()
+    parser.feed(path.read_text(errors="replace"))
+    return parser
+
+
+def broken_internal_links(root: Path) -> list[str]:
+    """Every relative href/src in the built HTML whose file (or #anchor in an HTML file) does not exist."""
+    broken = []
+    for page in sorted(root.rglob("*.html")):
+        if "_static" in page.parts:
+            continue
+        for link in _parse(page).links:
+            parts = urllib.parse.urlsplit(link)
+            if parts.scheme or parts.netloc or link.startswith(("mailto:", "javascript:", "data:")):
+                continue
+            target = page if not parts.path else (page.parent / urllib.parse.unquote(parts.path)).resolve()
+            if parts.path.endswith("/") or target.is_dir():
+                target = target / "index.html"
+            if not target.exists():
+                broken.append(f"{page.relative_to(root)}: {link} (no file)")
+            elif parts.fragment and target.suffix == ".html" and parts.fragment not in _parse(target).ids:
+                broken.append(f"{page.relative_to(root)}: {link} (no anchor)")
+    return broken
+
+
+def test_internal_links_resolve(built_book: dict[str, float]) -> None:
+    broken = broken_internal_links(HTML)
+    assert not broken, f"{len(broken)} broken internal links, e.g.:\n" + "\n".join(broken[:30])
+
+
+def test_toc_pages_were_built(built_book: dict[str, float]) -> None:
+    missing = [p for p in toc_pages() if not (HTML / p).exists()]
+    assert not missing, f"pages in _toc.yml missing from the build: {missing}"
+
+
+# ---------------------------------------------------------------------------------------------
+# A minimal Chrome DevTools Protocol client over --remote-debugging-pipe.
+
+class Chromium:
+    """Headless Chromium driven over the DevTools protocol on a pipe (fd 3: commands in, fd 4: replies out)."""
+
+    def __init__(self, binary: str, user_data_dir: str) -> None:
+        to_chrome_r, self._to_chrome = os.pipe()
+        self._from_chrome, from_chrome_w = os.pipe()
+        # Move the child's ends above 9 so that the shell can place them on 3 and 4 without clashing.
+        child_r = fcntl.fcntl(to_chrome_r, fcntl.F_DUPFD, 10)
+        child_w = fcntl.fcntl(from_chrome_w, fcntl.F_DUPFD, 10)
+        os.close(to_chrome_r)
+        os.close(from_chrome_w)
+        args = [binary, *CHROMIUM_FLAGS, f"--user-data-dir={user_data_dir}", "--remote-debugging-pipe",
+                "--window-size=1280,900", "about:blank"]
+        shell = f'exec "$0" "$@" 3<&{child_r} 4>&{child_w} {child_r}<&- {child_w}>&-'
+        # bash, not sh: Debian's dash cannot redirect descriptors above 9.
+        self.proc = subprocess.Popen([shutil.which("bash") or "/bin/bash", "-c", shell, *args], pass_fds=(child_r, child_w),
+                                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        os.close(child_r)
+        os.close(child_w)
+        self._next_id = 0
+        self._replies: dict[int, queue.Queue] = {}
+        self._lock = threading.Lock()
+        self.events: list[dict] = []
+        self._reader = threading.Thread(target=self._read_loop, daemon=True)
+        self._reader.start()
+        self.session: str | None = None
+
+    def _read_loop(self) -> None:
+        buf = b""
+        while True:
+            try:
+                chunk = os.read(self._from_chrome, 1 << 16)
+            except OSError:
+                break
+            if not chunk:
+                break
+            buf += chunk
+            while b"\0" in buf:
+                raw, buf = buf.split(b"\0", 1)
+                msg = json.loads(raw)
+                if "id" in msg:
+                    with self._lock:
+                        q = self._replies.get(msg["id"])
+                    if q is not None:
+                        q.put(msg)
+                else:
+                    self.events.append(msg)
+
+    def send(self, method: str, params: dict | None = None, session: bool = True, timeout: float = 60) -> dict:
+        """Send one command and wait for its reply; raise on a protocol error."""
+        with self._lock:
+            self._next_id += 1
+            msg_id = self._next_id
+            q: queue.Queue = queue.Queue()
+            self._replies[msg_id] = q
+        msg = {"id": msg_id, "method": method, "params": params or {}}
+        if session and self.session:
+            msg["sessionId"] = self.session
+        os.write(self._to_chrome, json.dumps(msg).encode() + b"\0")
+        try:
+            reply = q.get(timeout=timeout)
+        except queue.Empty:
+            raise TimeoutError(f"no reply to {method} within {timeout} s") from None
+        if "error" in reply:
+            raise RuntimeError(f"{method}: {reply['error']}")
+        return reply.get("result", {})
+
+    def open_page(self) -> None:
+        target = self.send("Target.createTarget", {"url": "about:blank"}, session=False)["targetId"]
+        self.session = self.send("Target.attachToTarget", {"targetId": target, "flatten": True},
+                                 session=False)["sessionId"]
+        for domain in ("Page.enable", "Runtime.enable", "Log.enable"):
+            self.send(domain)
+        self.send("Emulation.setDeviceMetricsOverride",
+                  {"width": 1280, "height": 900, "deviceScaleFactor": 1, "mobile": False})
+
+    def navigate(self, url: str, timeout: float = 60) -> list[dict]:
+        """Load url, wait for its load event; return the events (errors, logs) that arrived meanwhile."""
+        start = len(self.events)
+        self.send("Page.navigate", {"url": url})
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if any(e.get("method") == "Page.loadEventFired" for e in self.events[start:]):
+                break
+            time.sleep(0.05)
+        else:
+            raise TimeoutError(f"{url} did not finish loading in {timeout} s")
+        time.sleep(0.5)                   # let deferred scripts run
+        return self.events[start:]
+
+    def evaluate(self, expression: str, await_promise: bool = False) -> object:
+        result = self.send("Runtime.evaluate", {"expression": expression, "returnByValue": True,
+                                                "awaitPromise": await_promise})
+        if "exceptionDetails" in result:
+            raise RuntimeError(f"page script failed: {result['exceptionDetails']}")
+        return result["result"].get("value")
+
+    def screenshot(self, path: Path) -> None:
+        data = self.send("Page.captureScreenshot", {"format": "png", "captureBeyondViewport": False})["data"]
+        path.write_bytes(base64.b64decode(data))
+
+    def close(self) -> None:
+        try:
+            self.send("Browser.close", session=False, timeout=10)
+        except (RuntimeError, TimeoutError, OSError):
+            pass
+        try:
+            self.proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+        for fd in (self._to_chrome, self._from_chrome):
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+
+
+def _chromium_binary() -> str | None:
+    for name in ("chromium", "chromium-browser"):
+        found = shutil.which(name)
+        if found:
+            return found
+    return "/usr/bin/chromium" if Path("/usr/bin/chromium").exists() else None
+
+
+class _QuietHandler(http.server.SimpleHTTPRequestHandler):
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+@pytest.fixture(scope="module")
+def server(built_book: dict[str, float]):
+    """The built HTML on http://127.0.0.1:<free port>/ (a thread; stopped after the module)."""
+    handler = functools.partial(_QuietHandler, directory=str(HTML))
+    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{httpd.server_address[1]}/"
+    httpd.shutdown()
+    httpd.server_close()
+
+
+@pytest.fixture(scope="module")
+def browser(server: str):
+    binary = _chromium_binary()
+    if binary is None:
+        pytest.skip("Debian's chromium is not installed (.ci/run installs it with apt-get); browser checks skipped")
+    with tempfile.TemporaryDirectory(prefix="xlalab-chromium-") as profile:
+        chrome = Chromium(binary, profile)
+        try:
+            chrome.send("Browser.getVersion", session=False, timeout=60)
+            chrome.open_page()
+            yield chrome
+        finally:
+            chrome.close()
+
+
+IMAGES_JS = """
+Promise.all(Array.from(document.images).map(img =>
+  (img.complete ? Promise.resolve() : new Promise(r => { img.onload = r; img.onerror = r; }))
+    .then(() => img.decode().then(() => true, () => false))
+    .then(decoded => ({src: img.currentSrc || img.src, decoded: decoded, width: img.naturalWidth}))))
+"""
+
+
+def _js_errors(events: list[dict], origin: str) -> list[str]:
+    """Uncaught exceptions, console.error calls, and failed loads of this server's own resources."""
+    errors = []
+    for e in events:
+        method, params = e.get("method"), e.get("params", {})
+        if method == "Runtime.exceptionThrown":
+            d = params["exceptionDetails"]
+            errors.append(f"exception: {d.get('exception', {}).get('description') or d.get('text')}")
+        elif method == "Runtime.consoleAPICalled" and params.get("type") == "error":
+            errors.append("console.error: " + " ".join(str(a.get("value", a.get("description", "")))
+                                                       for a in params.get("args", [])))
+        elif method == "Log.entryAdded" and params["entry"].get("level") == "error":
+            entry = params["entry"]
+            url = entry.get("url", "")
+            # The book is read offline here: resources from other hosts (a CDN) may fail to load.
+            if entry.get("source") == "network" and url and not url.startswith(origin):
+                continue
+            errors.append(f"log ({entry.get('source')}): {entry.get('text')} {url}")
+    return errors
+
+
+def test_pages_load_without_errors_and_images_decode(browser: Chromium, server: str) -> None:
+    pages = toc_pages()
+    assert pages, "no pages found in _toc.yml"
+    problems, shots = [], []
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    wanted_shots = {pages[0], "book/fusion.html", "book/claims.html"}
+    for page in pages:
+        events = browser.navigate(urllib.parse.urljoin(server, page))
+        problems += [f"{page}: {err}" for err in _js_errors(events, server)]
+        title = browser.evaluate("document.title")
+        if not title or "404" in str(title):
+            problems.append(f"{page}: no page (title {title!r})")
+        for img in browser.evaluate(IMAGES_JS, await_promise=True) or []:
+            if not img["decoded"] or img["width"] <= 0:
+                problems.append(f"{page}: image not decoded: {img['src']}")
+        if page in wanted_shots:
+            path = SCREENSHOTS / (page.replace("/", "_").removesuffix(".html") + ".png")
+            browser.screenshot(path)
+            shots.append(path)
+    assert not problems, f"{len(problems)} problems in the browser:\n" + "\n".join(problems[:40])
+    assert len(shots) >= 3 or len(shots) == len(wanted_shots & set(pages)), shots
+    for path in shots:
+        assert path.stat().st_size > 10_000, f"screenshot {path} looks empty"
+    print("screenshots:", *map(str, shots))
+
+
+def test_search_finds_fusion(browser: Chromium, server: str) -> None:
+    events = browser.navigate(urllib.parse.urljoin(server, "search.html?q=fusion"))
+    errors = _js_errors(events, server)
+    assert not errors, f"search page errors: {errors}"
+    deadline = time.monotonic() + 60
+    found = 0
+    while time.monotonic() < deadline:
+        found = browser.evaluate("document.querySelectorAll('#search-results li, ul.search li').length") or 0
+        if found:
+            break
+        time.sleep(0.25)
+    assert found > 0, "the search page found no result for 'fusion'"
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    browser.screenshot(SCREENSHOTS / "search_fusion.png")
