@@ -25,7 +25,7 @@ from xlalab.grading import CheckState  # noqa: F401  (the notebook side must kee
 
 pytestmark = [pytest.mark.xdist_group("grading"), pytest.mark.slow]
 
-CELL_TIMEOUT = 10
+CELL_TIMEOUT = 20
 TIMEOUT = 90
 MEMORY_GB = 3
 MAX = 6.0
@@ -65,7 +65,8 @@ def build_submissions(root: Path, out: Path) -> dict[str, Path]:
     subs["good"] = answered(root)
     subs["blank"] = released(root)
     nb = answered(root)
-    cell(nb, "p2-answer").source = "def total(x):\n    while True:\n        pass"
+    cell(nb, "p2-answer").source = ("def total(x):\n    while len(x) > 3:  # loops on the hidden check's input\n"
+                                    "        pass\n    return float(np.sum(x))")
     subs["endless_loop"] = nb
     subs["sigint_ignored_loop"] = insert_after(
         answered(root), "p1-check", "import signal\nsignal.signal(signal.SIGINT, signal.SIG_IGN)\nwhile True:\n"
@@ -200,7 +201,7 @@ def test_solution_scores_full_and_blank_scores_zero(batch):
 
 def test_endless_loop_times_out_that_cell_only(batch):
     r = row(batch, "endless_loop")
-    assert earned(r) == {**P1, "p2-total": 0, "p2-total-random": 0}
+    assert earned(r) == {**P1, "p2-total": 1, "p2-total-random": 0}
     assert "Timeout" in feedback(batch, "endless_loop")
 
 

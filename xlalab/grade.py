@@ -269,7 +269,9 @@ def build_graded(lab: Lab, sub: Any, nonce: str, log_path: Path, nb_path: Path) 
     ids: set[str] = set()
     body = []
     for i, cell in enumerate(kept):
-        cid = str(cell.get("id") or f"student-{i}")
+        cid = str(cell.get("id") or "")
+        if not re.fullmatch(r"[A-Za-z0-9_-]{1,56}", cid) or cid.startswith("xlalab-"):
+            cid = f"student-{i}"
         while cid in ids:
             cid += "-dup"
         ids.add(cid)
@@ -301,7 +303,7 @@ def build_graded(lab: Lab, sub: Any, nonce: str, log_path: Path, nb_path: Path) 
             check = next(c for c in lab.checks if c.check == meta["check"])
             cell = nbformat.v4.new_code_cell(
                 source=f"# CHECK {check.check} ({check.points:g} points)\n{guard_name}({check.check!r})",
-                id=f"xlalab-check-{check.check}",
+                id=f"xlalab-check-{lab.checks.index(check)}",
                 metadata={"xlalab": {"check": check.check, "points": check.points, "hidden": check.hidden}})
             body.insert(pos, cell)
             pos += 1
