@@ -371,3 +371,23 @@ def test_command_line_prints_a_summary(lab_root, tmp_path, capsys):
     assert grade.main([SAMPLE, str(sub), "--source", str(lab_root / "solutions"), "--out", str(tmp_path / "g")]) == 0
     printed = capsys.readouterr().out
     assert "nobody" in printed and "0 / 6" in printed and "empty file" in printed
+
+
+def test_checks_stay_after_the_students_own_cells(lab_root):
+    """A student's extra cell after an answer runs before that answer's checks, even a deleted check's."""
+    lab = grade.load_lab(lab_root / "solutions" / f"{SAMPLE}.ipynb")
+
+    def order(nb):
+        graded, _ = grade.build_graded(lab, nb, "n", Path("/nonexistent/log"), Path("/nonexistent/nb"))
+        return [c.id for c in graded.cells]
+
+    ids = order(insert_after(answered(lab_root), "p1-answer", "x = 1"))
+    assert ids.index("student-extra") < ids.index("xlalab-check-0") < ids.index("xlalab-check-1")
+    nb = insert_after(answered(lab_root), "p1-answer", "x = 1")
+    nb.cells = [c for c in nb.cells if c.get("id") != "p1-check"]
+    ids = order(nb)
+    assert ids.index("student-extra") < ids.index("xlalab-check-0") < ids.index("xlalab-check-1") \
+        < ids.index("p2-answer")
+    ids = order(insert_after(answered(lab_root), "p1-check", "x = 1"))
+    assert ids.index("xlalab-check-1") < ids.index("student-extra") < ids.index("p2-answer")
+    assert ids[:3] == ["xlalab-grader-init", "setup", "xlalab-grader-bind"]

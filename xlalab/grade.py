@@ -231,26 +231,57 @@ def _is_check_like(cell: Any, lab: Lab) -> str | None:
 def build_graded(lab: Lab, sub: Any, nonce: str, log_path: Path, nb_path: Path) -> tuple[Any, list[str]]:
     """The notebook to run for one submission, and the tampering found.
 
-    The submission's check-like cells are dropped; every check of the instructor source (visible and
-    hidden) is inserted after the nearest preceding source cell the submission still has (matched by cell
-    id, or by identical text for cells that are not answers). Check cells call the guard; their bodies
-    travel in the injected first cell.
+    A visible check stays where the student has it (its text replaced by the graded version); a hidden or
+    deleted check is inserted after the nearest preceding source cell the submission still has (matched by
+    cell id, or by identical text for cells that are not answers) and after the student's own cells that
+    follow it. Check cells call the guard; their bodies travel in the injected first cell.
     """
     tampering: list[str] = []
     source_cells = lab.source.cells
     released_by_id = {c.get("id"): c for c in lab.released.cells}
     setup_ids = {c.get("id") for c in source_cells if assign.xmeta(c).get("setup")}
+    check_by_id = {c.check: c for c in lab.checks}
+    guard_name, bind_name = f"_xlalab_guard_{nonce}", f"_xlalab_bind_{nonce}"
+
+    def graded_check(check: assign.Check) -> Any:
+        return nbformat.v4.new_code_cell(
+            source=f"# CHECK {check.check} ({check.points:g} points)\n{guard_name}({check.check!r})",
+            id=f"xlalab-check-{lab.checks.index(check)}",
+            metadata={"xlalab": {"check": check.check, "points": check.points, "hidden": check.hidden}})
+
+    # The submission's cells in order: a cell claiming a known visible check becomes the graded check (at
+    # the student's position); other check-like cells and the setup cell are dropped; the rest keep their
+    # text but lose metadata and outputs (no nbval tags, no claimed checks) and get valid, unique ids.
     found: dict[str, Any] = {}
-    kept = []
-    for cell in sub.cells:
+    body: list[Any] = []
+    from_source: list[bool] = []  # whether body[i] is a cell of the source (a placed check counts)
+    ids: set[str] = set()
+    for i, cell in enumerate(sub.cells):
         claimed = _is_check_like(cell, lab)
         if claimed is not None:
-            found.setdefault(claimed, cell)
+            check = check_by_id.get(claimed)
+            if check is not None and not check.hidden and claimed not in found:
+                found[claimed] = cell
+                body.append(graded_check(check))
+                from_source.append(True)
             continue
         if cell.get("id") in setup_ids or assign.xmeta(cell).get("setup"):
             found.setdefault("__setup__", cell)
             continue
-        kept.append(cell)
+        cid = str(cell.get("id") or "")
+        if not re.fullmatch(r"[A-Za-z0-9_-]{1,56}", cid) or cid.startswith("xlalab-"):
+            cid = f"student-{i}"
+        while cid in ids:
+            cid += "-dup"
+        ids.add(cid)
+        if cell.cell_type == "code":
+            body.append(nbformat.v4.new_code_cell(source=cell.source, id=cid))
+        elif cell.cell_type == "markdown":
+            body.append(nbformat.v4.new_markdown_cell(source=cell.source, id=cid))
+        else:
+            body.append(nbformat.v4.new_raw_cell(source=cell.source, id=cid))
+        from_source.append(False)
+
     for check in lab.checks:
         if check.hidden:
             continue
@@ -265,26 +296,8 @@ def build_graded(lab: Lab, sub: Any, nonce: str, log_path: Path, nb_path: Path) 
             assign.source_digest(setup_source.source):
         tampering.append("the setup cell was changed; the released setup cell was run")
 
-    # Clean the student's cells: no outputs, no metadata (no nbval tags, no claimed checks), unique ids.
-    ids: set[str] = set()
-    body = []
-    for i, cell in enumerate(kept):
-        cid = str(cell.get("id") or "")
-        if not re.fullmatch(r"[A-Za-z0-9_-]{1,56}", cid) or cid.startswith("xlalab-"):
-            cid = f"student-{i}"
-        while cid in ids:
-            cid += "-dup"
-        ids.add(cid)
-        if cell.cell_type == "code":
-            body.append(nbformat.v4.new_code_cell(source=cell.source, id=cid))
-        elif cell.cell_type == "markdown":
-            body.append(nbformat.v4.new_markdown_cell(source=cell.source, id=cid))
-        else:
-            body.append(nbformat.v4.new_raw_cell(source=cell.source, id=cid))
-
-    guard_name, bind_name = f"_xlalab_guard_{nonce}", f"_xlalab_bind_{nonce}"
-
-    def anchor_index(src: Any) -> int | None:
+    def source_index(src: Any) -> int | None:
+        """Where a non-check source cell is in the body (by id, or by identical text if not an answer)."""
         rel = released_by_id.get(src.get("id"))
         is_answer = assign.xmeta(src).get("solution") or assign.has_inline(src.source)
         digest = assign.source_digest(rel.source) if rel is not None and not is_answer else None
@@ -294,23 +307,35 @@ def build_graded(lab: Lab, sub: Any, nonce: str, log_path: Path, nb_path: Path) 
                 return j
         return None
 
-    pos = 0
+    # Mark the body cells that match source cells, then put each missing check (hidden, or a deleted visible
+    # one) after the nearest preceding source cell present, and after the student's own cells that follow it.
+    for src in source_cells:
+        if "check" not in assign.xmeta(src) and not assign.xmeta(src).get("setup"):
+            j = source_index(src)
+            if j is not None:
+                from_source[j] = True
+    pos, after_answer = 0, False
     for src in source_cells:
         meta = assign.xmeta(src)
         if meta.get("setup"):
             continue
         if "check" in meta:
-            check = next(c for c in lab.checks if c.check == meta["check"])
-            cell = nbformat.v4.new_code_cell(
-                source=f"# CHECK {check.check} ({check.points:g} points)\n{guard_name}({check.check!r})",
-                id=f"xlalab-check-{lab.checks.index(check)}",
-                metadata={"xlalab": {"check": check.check, "points": check.points, "hidden": check.hidden}})
-            body.insert(pos, cell)
-            pos += 1
+            check = check_by_id[meta["check"]]
+            cell_id = f"xlalab-check-{lab.checks.index(check)}"
+            placed = next((j for j, c in enumerate(body) if c.get("id") == cell_id), None)
+            if placed is None:
+                # After an answer cell, skip the student's own cells (their work on that answer); right
+                # after another check (a hidden check following its visible one), do not.
+                while after_answer and pos < len(body) and not from_source[pos]:
+                    pos += 1
+                body.insert(pos, graded_check(check))
+                from_source.insert(pos, True)
+                placed = pos
+            pos, after_answer = placed + 1, False
         else:
-            j = anchor_index(src)
+            j = source_index(src)
             if j is not None:
-                pos = j + 1
+                pos, after_answer = j + 1, True
 
     bodies = {c.check: c.source for c in lab.checks}
     visible = [c.check for c in lab.checks if not c.hidden]
