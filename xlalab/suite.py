@@ -133,8 +133,13 @@ def _hlo_summary(runner: W.Runner) -> dict[str, Any] | None:
         s = hlo.summary(hlo.hlo_text(runner.fn, *runner.args, stage="optimized_hlo"))
     except Exception as exc:  # noqa: BLE001 - record why, keep the run going
         return {"error": f"{type(exc).__name__}: {str(exc)[:200]}"}
-    return {k: s[k] for k in ("fusions", "fusions_by_kind", "kernels", "ops_by_opcode", "fused_ops_by_opcode",
-                              "bytes_moved", "instructions")}
+    out = {k: s[k] for k in ("fusions", "fusions_by_kind", "kernels", "ops_by_opcode", "fused_ops_by_opcode",
+                             "bytes_moved", "instructions")}
+    # What the step's matmuls and convolutions became: fused with their neighbours, or launched on their own.
+    for op in ("convolution", "dot", "custom-call"):
+        out[f"{op}_standalone"] = s["ops_by_opcode"].get(op, 0)
+        out[f"{op}_fused"] = s["fused_ops_by_opcode"].get(op, 0)
+    return out
 
 
 def _row(case: W.Case, mode: str, **kw: Any) -> dict[str, Any]:
@@ -177,10 +182,10 @@ def _within(errs: dict[str, float], tol: float | dict[str, float]) -> bool:
 
 
 def run_case(case: W.Case, peak: Any, bandwidth: float, min_time: float | None, cell: Callable[[str], None],
-             mixed: str | None, hlo_training: bool = True) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+             mixed: str | None, hlo_training: tuple[str, ...] = XLA_MODES) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     """Run one case in every in-process mode: first call, check, HLO summary, interleaved timing.
 
-    ``hlo_training=False`` skips the HLO summary of training steps (it compiles the step a second time).
+    ``hlo_training``: the modes whose training steps get an HLO summary (it compiles the step a second time).
 
     Returns the rows and what the autocluster mode needs from the parent (graph outputs and samples).
     """
@@ -220,8 +225,8 @@ def run_case(case: W.Case, peak: Any, bandwidth: float, min_time: float | None, 
         row = _row(case, mode, first_call_s=first, **check)
         if runner.min_bytes is not None:
             row["min_bytes"] = runner.min_bytes
-        if mode in XLA_MODES and case.training and not hlo_training:
-            row["hlo"] = {"skipped": "tiny profile: the training step is not compiled a second time for its HLO"}
+        if mode in XLA_MODES and case.training and mode not in hlo_training:
+            row["hlo"] = {"skipped": "this profile does not compile this training step a second time for its HLO"}
         elif mode in XLA_MODES:
             row["hlo"] = _hlo_summary(runner)
             if row["hlo"] and "fusions" in row["hlo"]:
@@ -232,7 +237,9 @@ def run_case(case: W.Case, peak: Any, bandwidth: float, min_time: float | None, 
         else:
             _progress(f"      {mode} is WRONG: relative errors {check['errors']} beyond {check['tolerance']}; not timed")
     cell(f"{case.workload}/{case.name} timing {', '.join(runners)} interleaved")
-    comp = compare({m: r for m, r in runners.items()}, baseline="graph",
+    # Every runner has been called once already (the checked first call), and compare() calls each once
+    # more before its rounds: one further warm-up call is enough.
+    comp = compare({m: r for m, r in runners.items()}, baseline="graph", warmup=1,
                    min_time=case.min_time if min_time is None else min_time, min_rounds=5)
     for mode, t in comp.timings.items():
         row = rows[mode]
@@ -366,6 +373,7 @@ def _hardware(profile: str) -> tuple[dict[str, Any], Any, float]:
     from . import hw
 
     hwd = hw.summary().to_dict()
+    hwd["profile"] = profile
     bw = hw.measure_bandwidth(megabytes=64 if profile == "tiny" else 256, refresh=True)
     hwd.update(copy_gbps=bw["copy_gbps"], triad_gbps=bw["triad_gbps"])
     if hw.gpus():
@@ -427,7 +435,6 @@ def run(profile: str | None = None, only: Iterable[str] = W.WORKLOADS, out: str 
 
     start = time.perf_counter()
     profile = profile or hw.profile()
-    os.environ["XLALAB_PROFILE"] = profile
     only = list(only)
     bad = [w for w in only if w not in W.WORKLOADS]
     if bad:
@@ -452,7 +459,9 @@ def run(profile: str | None = None, only: Iterable[str] = W.WORKLOADS, out: str 
     # The tiny profile (a test) runs the autocluster child alongside; real profiles run it alone, afterwards.
     child = _Autocluster(cases, profile, only, min_time) if autocluster and profile == "tiny" else None
     for case in cases:
-        rows, handoff = run_case(case, peak, bandwidth, min_time, cell, mixed, hlo_training=profile != "tiny")
+        # Getting the optimized HLO compiles the step again: on the CPU that costs a minute per training step.
+        hlo_training = {"tiny": (), "cpu": ("xla",)}.get(profile, XLA_MODES)
+        rows, handoff = run_case(case, peak, bandwidth, min_time, cell, mixed, hlo_training=hlo_training)
         rows_by_case[(case.workload, case.name)] = rows
         handoffs[(case.workload, case.name)] = handoff
         _cleanup()
@@ -599,6 +608,19 @@ def table(doc: dict[str, Any]) -> str:
             f"{r['roofline_fraction']:>6.2f} {'' if r['fusions'] is None else r['fusions']:>4} "
             f"{'' if r['kernels'] is None else r['kernels']:>5}")
     lines.append("* autocluster runs in a child process: its speedup is against the parent's graph samples, not interleaved")
+    lines.append("")
+    lines.append("Optimized HLO of the XLA modes (what was fused, what runs on its own):")
+    for r in doc["results"]:
+        h = r.get("hlo") or {}
+        if "fusions" not in h:
+            continue
+        kinds = ", ".join(f"{k} {v}" for k, v in sorted(h["fusions_by_kind"].items()))
+        alone = ", ".join(f"{h[f'{op}_standalone']} {op}" for op in ("convolution", "dot", "custom-call")
+                          if h[f"{op}_standalone"])
+        fused = ", ".join(f"{h[f'{op}_fused']} {op}" for op in ("convolution", "dot", "custom-call") if h[f"{op}_fused"])
+        lines.append(f"  {r['workload']}/{r['case']} {r['mode']}: {h['fusions']} fusions ({kinds or 'none'}), "
+                     f"{h['kernels']} kernels; on their own: {alone or 'nothing'}; inside fusions: {fused or 'nothing'}; "
+                     f"{h['ops_by_opcode'].get('copy', 0)} copies")
     return "\n".join(lines)
 
 

@@ -27,12 +27,13 @@ MODES = ("eager", "graph", "xla", "xla_mixed", "autocluster", "numpy")
 TOLERANCE = {"float32": 1e-4, "bfloat16": 3e-2, "float16": 1e-2}
 
 #: Per output of a training step after one step from identical weights: the loss, and the change of every
-#: trainable weight (all weights concatenated). Reduced precision perturbs each gradient a little, and an
-#: optimizer like Adam turns small gradients into updates of full size, so the update gets the loosest bound;
-#: a wrong step (another gradient) gives an update error near 1 or above.
-TRAINING_TOLERANCE = {"float32": {"loss": 1e-3, "update": 2e-3},
-                      "bfloat16": {"loss": 3e-2, "update": 0.3},
-                      "float16": {"loss": 1e-2, "update": 0.2}}
+#: trainable weight (all weights concatenated). Batch norm's backward pass subtracts nearly equal sums, which
+#: amplifies rounding differences (float32 ResNet-18, XLA against graph: about 1e-3; bfloat16: about 0.3), and
+#: Adam turns small gradients into updates of full size; a wrong step (another gradient) gives an update error
+#: near 1 or above (about 1.4 for an unrelated update of the same size).
+TRAINING_TOLERANCE = {"float32": {"loss": 1e-3, "update": 1e-2},
+                      "bfloat16": {"loss": 3e-2, "update": 0.5},
+                      "float16": {"loss": 1e-2, "update": 0.3}}
 
 
 def wrap(body: Callable, mode: str) -> Callable:
