@@ -391,3 +391,14 @@ def test_checks_stay_after_the_students_own_cells(lab_root):
     ids = order(insert_after(answered(lab_root), "p1-check", "x = 1"))
     assert ids.index("xlalab-check-1") < ids.index("student-extra") < ids.index("p2-answer")
     assert ids[:3] == ["xlalab-grader-init", "setup", "xlalab-grader-bind"]
+
+
+def test_a_kernel_that_cannot_start_its_setup_scores_nothing(lab_root, tmp_path):
+    """An address-space limit too small for NumPy: the grader's first cell fails, every check fails."""
+    sub = tmp_path / "good.ipynb"
+    sub.write_text(json.dumps(answered(lab_root)), encoding="utf-8")
+    (r,) = grade.grade_submissions(lab_root / "solutions" / f"{SAMPLE}.ipynb", [sub], tmp_path / "out",
+                                   cell_timeout=CELL_TIMEOUT, timeout=TIMEOUT, memory_gb=0.3)
+    assert r.total == 0
+    assert "could not set up the kernel" in r.status
+    assert all(c.message.startswith("did not run") for c in r.checks)

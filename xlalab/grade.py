@@ -459,8 +459,12 @@ def run_notebook(nb: Any, work: Path, priv: Path, nb_path: Path, *, cell_timeout
 # Scoring
 
 
+GRADER_CELLS = ("xlalab-grader-init", "xlalab-grader-bind")
+
+
 def score(lab: Lab, outcome: RunOutcome, timeout: float) -> tuple[list[CheckResult], list[str], list[str], str]:
     """Per-check results, notes of what the guard restored, errors of other cells, and the status."""
+    lab_setup_id = next((c.get("id") for c in lab.released.cells if assign.xmeta(c).get("setup")), None)
     results = {}
     other_errors: list[str] = []
     died = None
@@ -477,6 +481,14 @@ def score(lab: Lab, outcome: RunOutcome, timeout: float) -> tuple[list[CheckResu
             other_errors.append(f"{where}: {rec.get('message') or rec.get('outcome')}")
         if "the kernel died" in (rec.get("message") or "") and died is None:
             died = rec["message"].replace(" while this cell ran", "")
+    setup_failed = None
+    for rec in outcome.plugin:
+        if rec.get("event") == "result" and rec.get("outcome") != "passed" and rec.get("id") in GRADER_CELLS:
+            setup_failed = f"the grader could not set up the kernel ({rec.get('message') or 'failed'})"
+            break
+        if rec.get("event") == "result" and rec.get("outcome") != "passed" and rec.get("id") == lab_setup_id:
+            setup_failed = f"the lab's setup cell failed ({rec.get('message') or 'failed'})"
+            break
     guard_end = {r["check"]: r for r in outcome.guard if r.get("event") == "end" and "check" in r}
     guard_start = {r["check"]: r for r in outcome.guard if r.get("event") == "start" and "check" in r}
     restored: list[str] = []
@@ -491,6 +503,8 @@ def score(lab: Lab, outcome: RunOutcome, timeout: float) -> tuple[list[CheckResu
         passed = bool(nb_pass and end is not None and end.get("passed") is True)
         if passed:
             message = ""
+        elif setup_failed and end is None:
+            message = f"did not run: {setup_failed}"
         elif end is not None and end.get("passed") is False:
             message = end.get("message") or "failed"
             if message.startswith("KeyboardInterrupt") and rec is not None and "Timeout" in rec.get("message", ""):
@@ -512,6 +526,8 @@ def score(lab: Lab, outcome: RunOutcome, timeout: float) -> tuple[list[CheckResu
         checks.append(CheckResult(check.check, check.points, check.hidden, passed, message))
     status = STATUS_OK
     flags = []
+    if setup_failed:
+        flags.append(setup_failed)
     if outcome.timed_out:
         flags.append(f"time limit {timeout:g} s reached")
     if died:
