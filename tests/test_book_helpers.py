@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-from types import SimpleNamespace
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
@@ -38,11 +37,11 @@ def test_gradient_of_a_layer_adds_two_products():
     assert both == 3 * fwd, (fwd, both)
 
 
-def test_sphinx_dedupe_drops_repeated_scripts():
+def test_sphinx_dedupe_drops_repeated_inline_scripts():
     from xlalab import sphinx_dedupe
 
-    a = SimpleNamespace(filename=None, attributes={"body": "const X = 1"})
-    b = SimpleNamespace(filename="theme.js", attributes={})
-    context = {"script_files": [a, b, SimpleNamespace(filename=None, attributes={"body": "const X = 1"}), b]}
-    sphinx_dedupe._dedupe_scripts(None, "page", "page.html", context, None)
-    assert context["script_files"] == [a, b]
+    page = ("<head>\n    <script>const X = 1</script>\n    <script src=\"a.js\"></script>\n"
+            "    <script>var y = 2</script>\n    <script>const X = 1</script>\n</head>\n")
+    out = sphinx_dedupe.dedupe_inline_scripts(page)
+    assert out.count("const X = 1") == 1 and out.count("var y = 2") == 1 and 'src="a.js"' in out
+    assert sphinx_dedupe.dedupe_inline_scripts(out) == out
