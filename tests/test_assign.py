@@ -158,3 +158,14 @@ def test_main_refuses_a_bad_solution(sample_root: Path, capsys):
     nbformat.write(nb, str(sol))
     assert assign.main(["--root", str(sample_root)]) == 2
     assert "p1-scale" in capsys.readouterr().err
+
+
+def test_submissions_with_the_same_file_name_get_distinct_students(tmp_path):
+    from xlalab.grade import expand_submissions
+
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    one, two = tmp_path / "a" / "lab01_timing.ipynb", tmp_path / "b" / "lab01_timing.ipynb"
+    names = [n for n, _ in expand_submissions([one, two, one], "lab01_timing")]
+    assert len(set(names)) == 3
+    assert names[:2] == ["a-lab01_timing", "b-lab01_timing"]

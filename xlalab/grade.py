@@ -201,6 +201,23 @@ def expand_submissions(paths: Iterable[str | Path], lab_name: str) -> list[tuple
                     out.append((child.name, pick[0] if pick else child / f"{lab_name}.ipynb"))
         else:
             out.append((p.stem, p))
+    return _distinct_names(out)
+
+
+def _distinct_names(subs: list[tuple[str, Path]]) -> list[tuple[str, Path]]:
+    """Make student names unique: a clash is renamed ``<parent folder>-<name>``, then numbered."""
+    counts: dict[str, int] = {}
+    for name, _ in subs:
+        counts[name] = counts.get(name, 0) + 1
+    seen: set[str] = set()
+    out = []
+    for name, path in subs:
+        unique = name if counts[name] == 1 else f"{path.resolve().parent.name}-{name}"
+        base, k = unique, 2
+        while unique in seen:
+            unique, k = f"{base}-{k}", k + 1
+        seen.add(unique)
+        out.append((unique, path))
     return out
 
 
