@@ -152,6 +152,6 @@ def cases(profile: str) -> list[Case]:
             build=lambda mode, kind=kind, arrays=arrays: _runner(kind, arrays, mode),
             params={"n": n, "unfused_bytes": unfused_bytes(kind, n)} if kind != "layer_norm"
             else {"rows": s["rows"], "cols": COLS},
-            min_time=1.0, reference=lambda kind=kind, arrays=arrays: reference(kind, *arrays),
+            min_time=2.0, reference=lambda kind=kind, arrays=arrays: reference(kind, *arrays),
             skip_reason="NumPy is not a peer here (it runs each op as its own pass, like graph mode)"))
     return out
