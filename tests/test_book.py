@@ -42,7 +42,9 @@ COLD_LIMIT_S = 1800          # the whole book, executed cold on the 2-core CI ma
 CACHED_LIMIT_S = 180         # a rebuild with nothing changed (target: under a minute; margin for a loaded machine)
 CHROMIUM_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
                   "--disable-background-networking", "--disable-component-update", "--disable-sync",
-                  "--disable-default-apps", "--mute-audio", "--hide-scrollbars"]
+                  "--disable-default-apps", "--mute-audio", "--hide-scrollbars",
+                  # Offline by construction: every host but the local server fails at once (no DNS wait).
+                  "--host-resolver-rules=MAP * ~NOTFOUND , EXCLUDE 127.0.0.1"]
 
 pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("book")]
 
