@@ -577,6 +577,10 @@ def plot(doc: dict[str, Any], directory: Path, stem: str) -> list[Path]:
     peak = hwd["peak_tflops"]["fp32"] * 1e12
     xplot.roofline(points, peak, hwd["bandwidth_gbps"] * 1e9, ax=ax, device=hwd["cpu"] if not hwd["gpus"] else gpu,
                    title=f"Roofline, profile {doc['profile']} (fastest mode and graph mode per case)")
+    # The course palette has 8 colours: give every further 8 points another marker, so that labels stay unique.
+    labels = {p.label for p in points}
+    for i, line in enumerate(ln for ln in ax.lines if ln.get_label() in labels):
+        line.set_marker("osD^v<>P*X"[(i // 8) % 10])
     ax.legend(fontsize=6, loc="upper left", bbox_to_anchor=(1.01, 1.0))
     roof_path = directory / f"{stem}-roofline.png"
     fig.savefig(roof_path)

@@ -64,7 +64,7 @@ def scores_matmul_row(items: Any, user: Any) -> Any:
     return tf.matmul(user[None, :], items, transpose_b=True)[0]
 
 
-def scores_matmul_split(items: Any, user: Any, parts: int = 8) -> Any:
+def scores_matmul_split(items: Any, user: Any, parts: int = 4) -> Any:
     """``tf.matmul`` on ``parts`` row blocks of ``items``, concatenated; scores ``[n]``.
 
     Under XLA on the CPU each block's slice fuses with its dot into one loop fusion that XLA emits
@@ -111,9 +111,10 @@ def scores_reduce_sum(items: Any, user: Any) -> Any:
 def scores(items: Any, user: Any) -> Any:
     """Scores ``[n]`` of items ``[n, d]`` float32 for one user ``[d]``: the formulation XLA compiles best on a CPU.
 
-    That is :func:`scores_matmul_split` (row blocks, each slice fused with its dot); on the 2-core CPU it
-    ran at about NumPy's speed where ``tf.matmul(items, user[:, None])`` under XLA took about twice as long.
-    ``results/*.json`` (``targets.gemv.formulations_gbps``) has every formulation's GB/s for each run.
+    That is :func:`scores_matmul_split` (four row blocks, each slice fused with its dot); on the 2-core
+    AMD EPYC it took about 1.2-1.3x NumPy's time under XLA, where ``tf.matmul(items, user[:, None])``, a
+    standalone ``dot``, took 2-2.5x. ``results/*.json`` (``targets.gemv.formulations_gbps``) has every
+    formulation's GB/s for each run.
     """
     return scores_matmul_split(items, user)
 
