@@ -111,10 +111,10 @@ def scores_reduce_sum(items: Any, user: Any) -> Any:
 def scores(items: Any, user: Any) -> Any:
     """Scores ``[n]`` of items ``[n, d]`` float32 for one user ``[d]``: the formulation XLA compiles best on a CPU.
 
-    That is :func:`scores_matmul_split` (four row blocks, each slice fused with its dot); on the 2-core
-    AMD EPYC it took about 1.2-1.3x NumPy's time under XLA, where ``tf.matmul(items, user[:, None])``, a
-    standalone ``dot``, took 2-2.5x. ``results/*.json`` (``targets.gemv.formulations_gbps``) has every
-    formulation's GB/s for each run.
+    That is :func:`scores_matmul_split` (four row blocks, each slice fused with its dot); under XLA on the
+    2-core AMD EPYC it took less than half the time of ``tf.matmul(items, user[:, None])``, a standalone
+    ``dot`` (``results/cpu-vm.json``: 5.0 against 12.5 ms). ``results/*.json``
+    (``targets.gemv.formulations_gbps``) has every formulation's GB/s for each run.
     """
     return scores_matmul_split(items, user)
 
