@@ -144,6 +144,44 @@ def training_outputs(model: Any, initial: list[np.ndarray]) -> Callable[[Any], d
     return outputs
 
 
+@dataclass
+class TrainingSetup:
+    """What every training-step case shares: the seeded initial weights and a per-mode runner factory.
+
+    ``build_mode(mode)`` builds a fresh model (under the device's mixed policy for ``"xla_mixed"``),
+    loads the same initial weights, and returns a :class:`Runner` of one training step on ``inputs``.
+    """
+
+    params: int
+    base_model: Any
+    build_mode: Callable[[str], "Runner"]
+
+
+def training_setup(build: Callable[[], Any], make_optimizer: Callable[[Any], Any],
+                   make_train_step: Callable[[Any, Any], Callable], inputs: tuple[np.ndarray, ...]) -> TrainingSetup:
+    """Seed, build the model once for its initial weights, and make runners that all start from them."""
+    import keras
+    import tensorflow as tf
+
+    from .. import hw
+
+    keras.utils.set_random_seed(0)
+    base = build()
+    initial = [w.numpy() for w in base.weights]
+    trainable0 = [w.numpy() for w in base.trainable_weights]
+
+    def build_mode(mode: str) -> Runner:
+        policy = hw.mixed_policy() if mode == "xla_mixed" else None
+        with keras_policy(policy):
+            model = build()
+        model.set_weights(initial)
+        fn = wrap(make_train_step(model, make_optimizer(model)), mode)
+        dtype = "bfloat16" if policy == "mixed_bfloat16" else ("float16" if policy else "float32")
+        return Runner(fn, tuple(tf.constant(a) for a in inputs), training_outputs(model, trainable0), dtype=dtype)
+
+    return TrainingSetup(count_params(base), base, build_mode)
+
+
 def layer_flops(model: Any, batch: int) -> float:
     """Forward FLOPs of a Keras model's ``Conv2D`` and ``Dense`` layers for a batch of ``batch`` inputs.
 

@@ -17,7 +17,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from . import TRAINING_TOLERANCE, Case, Runner, count_params, keras_policy, layer_flops, training_outputs, wrap
+from . import TRAINING_TOLERANCE, Case, layer_flops, training_setup
 
 BN_EPS = 1.001e-5  # keras.applications' value
 LEARNING_RATE = 0.01
@@ -216,30 +216,12 @@ def min_bytes(params: int, batch: int, image: int, slots: int = 1, itemsize: int
 
 def cases(profile: str) -> list[Case]:
     """One case: the training step of the profile's ResNet."""
-    import keras
-    import tensorflow as tf
-
-    from .. import hw
-
     s = sizes(profile)
-    x, y = make_inputs(s["batch"], s["image"], s["classes"])
-    keras.utils.set_random_seed(0)
-    base = build(s)
-    initial = [w.numpy() for w in base.weights]
-    trainable0 = [w.numpy() for w in base.trainable_weights]
-    params = count_params(base)
-    step_flops = flops(base, s["batch"])
-    del base
-
-    def build_mode(mode: str) -> Runner:
-        policy = hw.mixed_policy() if mode == "xla_mixed" else None
-        with keras_policy(policy):
-            model = build(s)
-        model.set_weights(initial)
-        opt = make_optimizer(model)
-        fn = wrap(make_train_step(model, opt), mode)
-        return Runner(fn, (tf.constant(x), tf.constant(y)), training_outputs(model, trainable0),
-                      dtype="bfloat16" if policy == "mixed_bfloat16" else ("float16" if policy else "float32"))
+    setup = training_setup(lambda: build(s), make_optimizer, make_train_step,
+                           make_inputs(s["batch"], s["image"], s["classes"]))
+    params, build_mode = setup.params, setup.build_mode
+    step_flops = flops(setup.base_model, s["batch"])
+    del setup
 
     name = f"resnet{s['depth']}"
     return [Case(

@@ -16,7 +16,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from . import TRAINING_TOLERANCE, Case, Runner, count_params, keras_policy, training_outputs, wrap
+from . import TRAINING_TOLERANCE, Case, training_setup
 
 LEARNING_RATE = 1e-3
 
@@ -141,29 +141,11 @@ def min_bytes(params: int, batch: int, seq: int, slots: int = 2, itemsize: int =
 
 def cases(profile: str) -> list[Case]:
     """One case: the training step of the profile's decoder."""
-    import keras
-    import tensorflow as tf
-
-    from .. import hw
-
     s = sizes(profile)
-    tokens, labels = make_inputs(s["batch"], s["seq"], s["vocab"])
-    keras.utils.set_random_seed(0)
-    base = build(s)
-    initial = [w.numpy() for w in base.weights]
-    trainable0 = [w.numpy() for w in base.trainable_weights]
-    params = count_params(base)
-    del base
-
-    def build_mode(mode: str) -> Runner:
-        policy = hw.mixed_policy() if mode == "xla_mixed" else None
-        with keras_policy(policy):
-            model = build(s)
-        model.set_weights(initial)
-        opt = make_optimizer(model)
-        fn = wrap(make_train_step(model, opt), mode)
-        return Runner(fn, (tf.constant(tokens), tf.constant(labels)), training_outputs(model, trainable0),
-                      dtype="bfloat16" if policy == "mixed_bfloat16" else ("float16" if policy else "float32"))
+    setup = training_setup(lambda: build(s), make_optimizer, make_train_step,
+                           make_inputs(s["batch"], s["seq"], s["vocab"]))
+    params, build_mode = setup.params, setup.build_mode
+    del setup
 
     n_tokens = s["batch"] * s["seq"]
     return [Case(
