@@ -19,8 +19,9 @@ book: $(STAMP)
 	$(VENV)/bin/jupyter-book build . -W -n --keep-going
 
 # Every test: unit tests, labs (graded with nbval), red-team grading, suite, book build, browser.
+# --dist loadfile keeps each test file on one worker: the book is built once, by one process.
 test: $(STAMP)
-	$(PY) -m pytest -n $(JOBS) --dist loadgroup tests
+	$(PY) -m pytest -n $(JOBS) --dist loadfile tests
 
 # Regenerate labs/ from solutions/ (never edit labs/ by hand).
 labs: $(STAMP)
