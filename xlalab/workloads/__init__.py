@@ -144,6 +144,25 @@ def training_outputs(model: Any, initial: list[np.ndarray]) -> Callable[[Any], d
     return outputs
 
 
+def cross_entropy_step(model: Any, optimizer: Any) -> Callable[[Any, Any], Any]:
+    """One training step: ``step(inputs, labels int32) -> loss`` (float32 scalar).
+
+    Forward in training mode, mean sparse softmax cross-entropy on logits cast to float32 (so a mixed
+    policy keeps its loss in float32), gradients of every trainable weight, one optimizer update.
+    """
+    import tensorflow as tf
+
+    def step(inputs: Any, labels: Any) -> Any:
+        with tf.GradientTape() as tape:
+            logits = tf.cast(model(inputs, training=True), tf.float32)
+            loss = tf.reduce_mean(tf.nn.sparse_softmax_cross_entropy_with_logits(labels, logits))
+        grads = tape.gradient(loss, model.trainable_variables)
+        optimizer.apply_gradients(zip(grads, model.trainable_variables))
+        return loss
+
+    return step
+
+
 @dataclass
 class TrainingSetup:
     """What every training-step case shares: the seeded initial weights and a per-mode runner factory.

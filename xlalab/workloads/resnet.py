@@ -17,7 +17,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from . import TRAINING_TOLERANCE, Case, layer_flops, training_setup
+from . import TRAINING_TOLERANCE, Case, cross_entropy_step, layer_flops, training_setup
 
 BN_EPS = 1.001e-5  # keras.applications' value
 LEARNING_RATE = 0.01
@@ -179,17 +179,7 @@ def make_train_step(model: Any, optimizer: Any) -> Callable[[Any, Any], Any]:
     gradients of every trainable weight, and one optimizer update. Wrap it with ``tf.function``
     (optionally ``jit_compile=True``) or call it eagerly.
     """
-    import tensorflow as tf
-
-    def step(images: Any, labels: Any) -> Any:
-        with tf.GradientTape() as tape:
-            logits = tf.cast(model(images, training=True), tf.float32)
-            loss = tf.reduce_mean(tf.nn.sparse_softmax_cross_entropy_with_logits(labels, logits))
-        grads = tape.gradient(loss, model.trainable_variables)
-        optimizer.apply_gradients(zip(grads, model.trainable_variables))
-        return loss
-
-    return step
+    return cross_entropy_step(model, optimizer)
 
 
 def flops(model: Any, batch: int) -> float:

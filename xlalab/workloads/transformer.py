@@ -16,7 +16,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from . import TRAINING_TOLERANCE, Case, training_setup
+from . import TRAINING_TOLERANCE, Case, cross_entropy_step, training_setup
 
 LEARNING_RATE = 1e-3
 
@@ -102,17 +102,7 @@ def make_optimizer(model: Any) -> Any:
 
 def make_train_step(model: Any, optimizer: Any) -> Callable[[Any, Any], Any]:
     """The body of one step: ``step(tokens [b, seq] int32, labels [b, seq] int32) -> loss`` (float32 scalar)."""
-    import tensorflow as tf
-
-    def step(tokens: Any, labels: Any) -> Any:
-        with tf.GradientTape() as tape:
-            logits = tf.cast(model(tokens, training=True), tf.float32)
-            loss = tf.reduce_mean(tf.nn.sparse_softmax_cross_entropy_with_logits(labels, logits))
-        grads = tape.gradient(loss, model.trainable_variables)
-        optimizer.apply_gradients(zip(grads, model.trainable_variables))
-        return loss
-
-    return step
+    return cross_entropy_step(model, optimizer)
 
 
 def forward_flops(batch: int, seq: int, d_model: int, layers: int, vocab: int) -> float:
