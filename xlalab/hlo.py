@@ -86,10 +86,16 @@ def fake_gpu_module(category: str) -> str:
     """
     if category not in FAKE_GPU_MODULES:
         raise ValueError(f"category={category!r}; expected one of {tuple(FAKE_GPU_MODULES)}")
-    path = CORPUS_DIR / FAKE_GPU_MODULES[category]
-    if not path.exists():
-        raise FileNotFoundError(f"{path} is missing: the fake-GPU hook needs the repository's tests/data/hlo")
-    return path.read_text()
+    # The corpus lives in the repository, next to the package (an installed copy looks in the working
+    # directory and its parents, or in $XLALAB_HLO_CORPUS).
+    places = [Path(os.environ["XLALAB_HLO_CORPUS"])] if os.environ.get("XLALAB_HLO_CORPUS") else []
+    places += [CORPUS_DIR] + [d / "tests" / "data" / "hlo" for d in (Path.cwd(), *Path.cwd().parents)]
+    for directory in places:
+        path = directory / FAKE_GPU_MODULES[category]
+        if path.exists():
+            return path.read_text()
+    raise FileNotFoundError(f"{FAKE_GPU_MODULES[category]} not found in {CORPUS_DIR}: the fake-GPU hook needs "
+                            "the repository's tests/data/hlo (or XLALAB_HLO_CORPUS pointing at a copy)")
 
 
 def program_category(module_or_text: "Module | str") -> str:
