@@ -12,11 +12,12 @@ Instructor side, in pipeline order (``python -m xlalab.grade`` is :mod:`.cli`):
 - :mod:`.guard`       the kernel-side guard injected as the first cell
 - :mod:`.sandbox`     the bubblewrap jail around one run (``--sandbox auto|bwrap|none``)
 - :mod:`.run`         one notebook under nbval (:mod:`.nbval_plugin`), limits, a dead kernel noticed at once
-- :mod:`.score`       per-check results and the status of one run; :func:`.task.grade_one` ties it together
+- :mod:`.score`       per-check results and the status of one run
+- :mod:`.task`        one submission end to end (what an engine runs), returning its row
 - :mod:`.feedback`    the Markdown feedback of one student and the summary table
 - :mod:`.gradebook`   rows kept in a grader-private spool, ``gradebook.csv`` built from it, tampering detected
 - :mod:`.engine`      where submissions run: in process, a local Dask cluster, a scheduler, Slurm/PBS/SGE/LSF
-- :mod:`.cli`         ``python -m xlalab.grade``; :mod:`.bench` measures throughput
+- :mod:`.cli`         ``python -m xlalab.grade`` (``tests/bench_grading.py`` measures its throughput)
 """
 
 from xlalab.grading.notebook import CHECK_HEADER, CheckState, parse_header, report, states, track_checks

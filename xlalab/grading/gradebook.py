@@ -12,7 +12,9 @@ Before each write it compares the file on disk with what it wrote last: a gradeb
 grader's back is kept as ``gradebook.csv.changed-<time>``, reported, and rebuilt, never merged into. When it
 closes, it checks the spool and this run's feedback files against memory the same way.
 
-A ``gradebook.csv`` with no spool yet (an older grader's, or a copied folder) is adopted once, at open.
+A ``gradebook.csv`` with no spool yet (an older grader's, or a copied folder) is adopted once, at open. The out
+folder holds a random token (``.xlalab-gradebook``) kept in the manifest too: a new folder at the same path (the
+instructor started over) does not inherit the old rows (the old spool is set aside as ``<spool>.stale-<time>``).
 
 Rows, columns and CSV live here; manual columns and exports (written answers graded by hand) belong here too.
 """
@@ -110,6 +112,7 @@ class Gradebook:
         self._written: str | None = None        # SHA-256 of the gradebook.csv this grader wrote last
         self._since: list[str] = []             # students recorded since the last write
         self._feedback: dict[Path, bytes] = {}
+        self._token = ""
 
     # -- opening: read everything once, before student code runs ------------------------------------------
 
@@ -127,12 +130,19 @@ class Gradebook:
         fcntl.flock(self._lock, fcntl.LOCK_EX)   # one grader per gradebook at a time
         folder = self._folder_id()
         old = self._manifest()
-        if old and old.get("folder") != folder:
+        if old and (not folder or old.get("folder") != folder):
             # The out folder was made anew (deleted, or a new one at the same path): its old rows do not belong.
             stale = self.spool.with_name(f"{self.spool.name}.stale-{time.strftime('%Y%m%dT%H%M%S')}")
+            if self.path.exists():
+                self._warn(f"{self._marker} is missing or not this gradebook's: the rows graded earlier for "
+                           f"{self.out} were set aside in {stale} and not used")
             for f in [*self.spool.glob("row-*.json"), self.spool / "manifest.json"]:
                 stale.mkdir(mode=0o700, exist_ok=True)
                 os.replace(f, stale / f.name)
+        if not folder:
+            folder = secrets.token_hex(16)
+            _atomic_write(self._marker, (folder + "\n").encode())
+        self._token = folder
         (self.spool / "out.txt").write_text(str(self.out.resolve()) + "\n", encoding="utf-8")
         for f in sorted(self.spool.glob("row-*.json")):
             try:
@@ -155,9 +165,14 @@ class Gradebook:
         elif on_disk is None and self.records:
             self._warn(f"{self.path} was missing; rebuilt from the grader's spool")
 
+    @property
+    def _marker(self) -> Path:
+        return self.out / ".xlalab-gradebook"
+
     def _folder_id(self) -> str:
-        st = self.out.stat()
-        return f"{st.st_dev}:{st.st_ino}"
+        """The token that ties this out folder to its spool (a new folder at the same path gets a new one)."""
+        data = _read(self._marker)
+        return data.decode("ascii", errors="replace").strip() if data else ""
 
     @property
     def path(self) -> Path:
@@ -171,7 +186,7 @@ class Gradebook:
             return {}
 
     def _save_manifest(self) -> None:
-        data = {"out": str(self.out.resolve()), "folder": self._folder_id(), "sha256": self._written,
+        data = {"out": str(self.out.resolve()), "folder": self._token, "sha256": self._written,
                 "columns": self.columns()}
         _atomic_write(self.spool / "manifest.json", json.dumps(data, indent=1).encode(), 0o600)
 
@@ -240,6 +255,9 @@ class Gradebook:
         elif on_disk is None and self._written is not None:
             self._warn(f"{self.path} was deleted while grading (noticed after {', '.join(self._since[-8:])}); "
                        "rebuilt from the grader's spool")
+        if self._folder_id() != self._token:
+            self._warn(f"{self._marker} was changed while grading; rewritten")
+            _atomic_write(self._marker, (self._token + "\n").encode())
         data = self.csv_text().encode("utf-8")
         _atomic_write(self.path, data)
         self._written = _sha256(data)

@@ -1,13 +1,14 @@
-"""A pytest plugin used by ``xlalab.grade``: per-check results from nbval, and a kernel that dies is noticed.
+"""A pytest plugin used by the grader (:mod:`xlalab.grading.run`): per-check results from nbval, and a kernel that dies is noticed.
 
-Loaded with ``-p xlalab.nbval_plugin --xlalab-results PATH`` next to ``--nbval-lax``. It appends JSON lines
+Loaded with ``-p xlalab.grading.nbval_plugin --xlalab-results PATH`` next to ``--nbval-lax``. It appends JSON lines
 to PATH as it goes (so a run killed half-way keeps what it had):
 
 - ``{"event": "collected", "cell": n, "id": cell_id, "check": id|null}`` for every nbval item, at collection
   time, with the check id read from the item's cell metadata (``item.cell.metadata.xlalab.check``);
 - ``{"event": "kernel", "pid": pid}`` once the kernel has started (the grader kills it if the run overruns);
-- ``{"event": "result", "cell": n, "check": id|null, "phase": ..., "outcome": ..., "message": ...}`` per phase
-  that did not pass, and for the call phase always.
+- ``{"event": "result", "cell": n, "check": id|null, "phase": ..., "outcome": ..., "message": ...,
+  "duration": s}`` per phase that did not pass, and for the call phase always (``duration``: seconds the
+  cell ran).
 
 nbval 0.11 waits for a reply from a dead kernel until the cell timeout. This plugin wraps nbval's
 ``RunningKernel.get_message`` so that it waits in one-second slices and raises :class:`KernelDied` as soon
@@ -161,4 +162,5 @@ def pytest_runtest_makereport(item, call):
     _write(item.config, {"event": "result", "cell": getattr(item, "cell_num", None), "check": _check_of(item),
                          "id": cell.get("id") if cell is not None else None,
                          "phase": report.when, "outcome": report.outcome,
-                         "xfail": bool(getattr(report, "wasxfail", False)), "message": message})
+                         "xfail": bool(getattr(report, "wasxfail", False)), "message": message,
+                         "duration": round(float(getattr(report, "duration", 0.0) or 0.0), 4)})

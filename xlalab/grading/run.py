@@ -14,7 +14,7 @@ import os
 import signal
 import subprocess
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -24,13 +24,29 @@ from xlalab.grading import sandbox as sandbox_mod
 
 PLUGIN = "xlalab.grading.nbval_plugin"
 
+# Runs pytest under the limits; in the jail (a PID namespace of its own) it then lists the processes the notebook
+# left behind (they end with the jail) into the file named by argv[2], so that the feedback can say so.
 _LAUNCHER = (
-    "import os, resource, sys\n"
+    "import json, os, resource, subprocess, sys\n"
     "limit = int(sys.argv[1])\n"
     "if limit > 0:\n"
     "    resource.setrlimit(resource.RLIMIT_AS, (limit, limit))\n"
     "resource.setrlimit(resource.RLIMIT_CORE, (0, 0))\n"
-    "os.execv(sys.executable, [sys.executable, '-m', 'pytest'] + sys.argv[2:])\n"
+    "if not sys.argv[2]:\n"
+    "    os.execv(sys.executable, [sys.executable, '-m', 'pytest'] + sys.argv[3:])\n"
+    "rc = subprocess.call([sys.executable, '-m', 'pytest'] + sys.argv[3:])\n"
+    "left = []\n"
+    "for d in os.listdir('/proc'):\n"
+    "    if d.isdigit() and int(d) not in (1, os.getpid()):\n"
+    "        try:\n"
+    "            cmd = open(f'/proc/{d}/cmdline', 'rb').read().replace(b'\\0', b' ').decode(errors='replace')\n"
+    "        except OSError:\n"
+    "            continue\n"
+    "        if cmd.strip() and 'ipykernel_launcher' not in cmd:\n"
+    "            left.append(cmd.strip()[:200])\n"
+    "with open(sys.argv[2], 'w') as f:\n"
+    "    json.dump(left[:20], f)\n"
+    "sys.exit(rc)\n"
 )
 
 
@@ -91,6 +107,7 @@ class RunOutcome:
     timed_out: bool
     returncode: int | None
     log_tail: str
+    leftover: list[str] = field(default_factory=list)   # processes the notebook left (jail only)
 
 
 def read_private(path: Path, limit: int = 64 * 2**20) -> bytes:
@@ -134,7 +151,9 @@ def run_notebook(nb: Any, work: Path, priv: Path, nb_path: Path, *, cell_timeout
     ini.write_text("[pytest]\n", encoding="utf-8")
     log = priv / "pytest.log"
     limit = int(memory_gb * 2**30) if memory_gb and memory_gb > 0 else 0
-    cmd = [sys.executable, "-c", _LAUNCHER, str(limit), str(nb_path), "-c", str(ini), "--rootdir", str(work),
+    leftover = priv / "leftover.json"
+    cmd = [sys.executable, "-c", _LAUNCHER, str(limit), str(leftover) if box.on else "", str(nb_path),
+           "-c", str(ini), "--rootdir", str(work),
            "-p", PLUGIN, "-p", "no:cacheprovider", "-p", "no:xdist", "-p", "no:randomly",
            "--nbval-lax", "--nbval-current-env", f"--nbval-cell-timeout={cell_timeout:g}",
            f"--xlalab-results={results}", "-q", "--tb=line", "-o", "addopts=", "-W", "ignore"]
@@ -162,4 +181,9 @@ def run_notebook(nb: Any, work: Path, priv: Path, nb_path: Path, *, cell_timeout
             if rec.get("event") == "kernel" and isinstance(rec.get("pid"), int) and _is_kernel(rec["pid"]):
                 _kill_group(rec["pid"])
     tail = read_private(log, 4000).decode("utf-8", errors="replace")
-    return RunOutcome(plugin, _read_jsonl(priv / "guard.jsonl"), timed_out, proc.returncode, tail)
+    try:
+        left = json.loads(read_private(leftover) or b"[]") if box.on else []
+    except ValueError:
+        left = []
+    left = [str(x) for x in left if isinstance(x, str)] if isinstance(left, list) else []
+    return RunOutcome(plugin, _read_jsonl(priv / "guard.jsonl"), timed_out, proc.returncode, tail, left)

@@ -48,7 +48,8 @@ class Row:
     submission: str = ""
     blocked: list[str] = field(default_factory=list)
     sandbox: str = ""
-    notebook_seconds: float = 0.0
+    notebook_seconds: float = 0.0   # the run under nbval (pytest start, kernel, cells, teardown)
+    cells_seconds: float = 0.0      # the notebook's own cells (the lab's, the student's, the checks)
 
     @property
     def total(self) -> float:

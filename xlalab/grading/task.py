@@ -16,7 +16,7 @@ from xlalab.grading import sandbox as sandbox_mod
 from xlalab.grading.build import build_graded
 from xlalab.grading.lab import Lab
 from xlalab.grading.run import run_notebook
-from xlalab.grading.score import Row, blocked_notes, score, zero_row
+from xlalab.grading.score import GRADER_CELLS, Row, blocked_notes, score, zero_row
 from xlalab.grading.submissions import Unreadable, read_submission
 
 
@@ -52,9 +52,15 @@ def grade_one(lab: Lab, student: str, path: Path, *, cell_timeout: float = 600, 
         outcome = run_notebook(graded, work, priv, nb_path, cell_timeout=cell_timeout, timeout=timeout,
                                memory_gb=memory_gb, env=env, sandbox=box)
         row.notebook_seconds = time.monotonic() - t0
+        row.cells_seconds = sum(float(r.get("duration") or 0) for r in outcome.plugin
+                                if r.get("event") == "result" and r.get("phase") == "call"
+                                and r.get("id") not in GRADER_CELLS)
         row.checks, row.restored, row.cell_errors, row.status = score(lab, outcome, timeout)
         row.blocked = blocked_notes(row.cell_errors + [c.message for c in row.checks if not c.passed],
                                     sandbox_on=box.on, memory_gb=memory_gb)
+        for cmd in outcome.leftover[:3]:
+            row.blocked.append(f"a process left running after the notebook ended (ended with the sandbox): "
+                               f"`{cmd[:80]}`")
         if row.tampering:
             row.status += "; tampered"
         if row.restored:
