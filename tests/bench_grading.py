@@ -64,11 +64,14 @@ def measure(name: str, source: Path, subs: Path, out: Path, box: str, **kw) -> d
         "overhead_s_median": round(statistics.median(overhead), 2),
         "cells_s_mean": round(statistics.mean(r.cells_seconds for r in rows), 2),
         "row_s_mean": round(statistics.mean(r.seconds for r in rows), 2),
+        "cpu_s_mean": round(statistics.mean(r.cpu_seconds for r in rows), 2),
+        "load_avg_1min": round(os.getloadavg()[0], 1),
         "totals": sorted({r.total for r in rows}), "sandbox": rows.sandbox,
     }
     print(f"{name:<28} {result['submissions']:>4} in {wall:6.1f} s  {result['per_minute']:6.1f}/min  "
           f"overhead {result['overhead_s_mean']:5.2f} s (median {result['overhead_s_median']:.2f})  "
-          f"cells {result['cells_s_mean']:5.2f} s  points {result['totals']}", flush=True)
+          f"cells {result['cells_s_mean']:5.2f} s  CPU {result['cpu_s_mean']:5.2f} s/sub  "
+          f"load {result['load_avg_1min']}  points {result['totals']}", flush=True)
     return result
 
 

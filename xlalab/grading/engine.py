@@ -68,7 +68,7 @@ def _gpu_directives(cluster: str, gpus: int) -> list[str]:
             "lsf": [f'-gpu "num={gpus}"']}[cluster]
 
 
-def jobqueue_cluster(spec: EngineSpec):
+def jobqueue_cluster(spec: EngineSpec, *, dashboard: bool = True):
     """The dask-jobqueue cluster object (no job is submitted until it is scaled)."""
     if spec.cluster not in CLUSTERS:
         raise ValueError(f"--cluster must be one of {', '.join(CLUSTERS)}, not {spec.cluster!r}")
@@ -84,6 +84,8 @@ def jobqueue_cluster(spec: EngineSpec):
         job_name="xlalab-grade", python=sys.executable, job_script_prologue=prologue,
         worker_extra_args=["--nthreads", "1"],
         job_extra_directives=_gpu_directives(spec.cluster, spec.gpus), silence_logs="error")
+    if not dashboard:
+        kwargs["scheduler_options"] = {"dashboard_address": None}
     if spec.account:
         kwargs["account" if spec.cluster != "sge" else "project"] = spec.account
     if spec.cluster == "sge":
@@ -93,7 +95,7 @@ def jobqueue_cluster(spec: EngineSpec):
 
 def job_script(spec: EngineSpec) -> str:
     """The batch script one worker job would be submitted with (``--dry-run``)."""
-    cluster = jobqueue_cluster(spec)
+    cluster = jobqueue_cluster(spec, dashboard=False)
     try:
         return cluster.job_script()
     finally:

@@ -109,7 +109,7 @@ class Gradebook:
         self.rows: dict[str, Row] = {}          # rows graded in this run
         self.spool: Path | None = None
         self._lock = None
-        self._written: str | None = None        # SHA-256 of the gradebook.csv this grader wrote last
+        self._written: str | None = None        # SHA-256 of the gradebook.csv expected on disk (None: none)
         self._since: list[str] = []             # students recorded since the last write
         self._feedback: dict[Path, bytes] = {}
         self._token = ""
@@ -164,6 +164,8 @@ class Gradebook:
             self._changed(on_disk, "before this run")
         elif on_disk is None and self.records:
             self._warn(f"{self.path} was missing; rebuilt from the grader's spool")
+        # From here on, what is on disk is what the grader expects; anything else was written behind its back.
+        self._written = _sha256(on_disk) if on_disk is not None else None
 
     @property
     def _marker(self) -> Path:
@@ -249,7 +251,7 @@ class Gradebook:
     def write_csv(self) -> Path:
         """Rebuild ``gradebook.csv`` from memory; first report it if it changed since the grader wrote it."""
         on_disk = _read(self.path)
-        if on_disk is not None and self._written is not None and _sha256(on_disk) != self._written:
+        if on_disk is not None and _sha256(on_disk) != self._written:
             self._changed(on_disk, "while grading (noticed after " + (", ".join(self._since[-8:]) or "start")
                           + ")")
         elif on_disk is None and self._written is not None:

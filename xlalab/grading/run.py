@@ -24,8 +24,9 @@ from xlalab.grading import sandbox as sandbox_mod
 
 PLUGIN = "xlalab.grading.nbval_plugin"
 
-# Runs pytest under the limits; in the jail (a PID namespace of its own) it then lists the processes the notebook
-# left behind (they end with the jail) into the file named by argv[2], so that the feedback can say so.
+# Runs pytest under the limits; in the jail (a PID namespace of its own) it then writes to the file named by
+# argv[2] the processes the notebook left behind (they end with the jail; the feedback says so) and the CPU time
+# of the run (which does not reach the grader through bwrap).
 _LAUNCHER = (
     "import json, os, resource, subprocess, sys\n"
     "limit = int(sys.argv[1])\n"
@@ -44,8 +45,9 @@ _LAUNCHER = (
     "            continue\n"
     "        if cmd.strip() and 'ipykernel_launcher' not in cmd:\n"
     "            left.append(cmd.strip()[:200])\n"
+    "usage = resource.getrusage(resource.RUSAGE_CHILDREN)\n"
     "with open(sys.argv[2], 'w') as f:\n"
-    "    json.dump(left[:20], f)\n"
+    "    json.dump({'left': left[:20], 'cpu': usage.ru_utime + usage.ru_stime}, f)\n"
     "sys.exit(rc)\n"
 )
 
@@ -108,6 +110,7 @@ class RunOutcome:
     returncode: int | None
     log_tail: str
     leftover: list[str] = field(default_factory=list)   # processes the notebook left (jail only)
+    cpu_seconds: float | None = None                      # CPU time of pytest and the kernel (jail only)
 
 
 def read_private(path: Path, limit: int = 64 * 2**20) -> bytes:
@@ -182,8 +185,10 @@ def run_notebook(nb: Any, work: Path, priv: Path, nb_path: Path, *, cell_timeout
                 _kill_group(rec["pid"])
     tail = read_private(log, 4000).decode("utf-8", errors="replace")
     try:
-        left = json.loads(read_private(leftover) or b"[]") if box.on else []
+        after = json.loads(read_private(leftover) or b"{}") if box.on else {}
     except ValueError:
-        left = []
-    left = [str(x) for x in left if isinstance(x, str)] if isinstance(left, list) else []
-    return RunOutcome(plugin, _read_jsonl(priv / "guard.jsonl"), timed_out, proc.returncode, tail, left)
+        after = {}
+    after = after if isinstance(after, dict) else {}
+    left = [x for x in after.get("left", []) if isinstance(x, str)] if isinstance(after.get("left"), list) else []
+    cpu = after.get("cpu") if isinstance(after.get("cpu"), (int, float)) else None
+    return RunOutcome(plugin, _read_jsonl(priv / "guard.jsonl"), timed_out, proc.returncode, tail, left, cpu)

@@ -50,6 +50,7 @@ class Row:
     sandbox: str = ""
     notebook_seconds: float = 0.0   # the run under nbval (pytest start, kernel, cells, teardown)
     cells_seconds: float = 0.0      # the notebook's own cells (the lab's, the student's, the checks)
+    cpu_seconds: float = 0.0        # CPU time of the run (pytest, kernel; exact when one run at a time)
 
     @property
     def total(self) -> float:
@@ -78,21 +79,24 @@ def zero_row(lab: Lab, student: str, status: str, submission: str = "") -> Row:
 _BLOCKED = [
     (re.compile(r"Errno (101|111|113|-2|-3|-5)\b|Network is unreachable|Connection refused|"
                 r"Temporary failure in name resolution|Name or service not known|gaierror"),
-     "a network connection (the notebook runs without a network)"),
-    (re.compile(r"Errno 30\b|Read-only file system"), "writing outside the work folder (read-only)"),
-    (re.compile(r"FileNotFoundError.*?'(/[^']*)'"), "{0} (outside the work folder: not in the sandbox)"),
+     "to open a network connection (the notebook runs without a network)"),
+    (re.compile(r"Errno 30\b|Read-only file system"), "to write outside its work folder (read-only)"),
+    (re.compile(r"FileNotFoundError.*?'(/[^']*)'"), "to use {0} (outside its work folder: not in the sandbox)"),
     (re.compile(r"MemoryError|Unable to allocate|std::bad_alloc|Cannot allocate memory"),
-     "memory beyond the limit of {memory}"),
+     "to use memory beyond the limit of {memory}"),
 ]
 
 
-def blocked_notes(errors: list[str], *, sandbox_on: bool, memory_gb: float) -> list[str]:
-    """What the grader's limits or jail refused, as far as the cells' errors tell."""
+def blocked_notes(errors: list[str], *, sandbox_on: bool, memory_gb: float, work: str = "") -> list[str]:
+    """What the grader's limits or jail refused, as far as the cells' errors tell (``work``: the work folder,
+    where a missing file is the notebook's own business)."""
     notes: list[str] = []
     for err in errors:
         for pattern, text in _BLOCKED:
             m = pattern.search(err)
             if not m or (not sandbox_on and "memory" not in text):
+                continue
+            if m.groups() and work and m.group(1).startswith(work.rstrip("/") + "/"):
                 continue
             note = text.format(*m.groups(), memory=f"{memory_gb:g} GB") if m.groups() else \
                 text.format(memory=f"{memory_gb:g} GB")

@@ -6,6 +6,7 @@ only the client (:mod:`xlalab.grading.gradebook`) writes the gradebook and feedb
 
 from __future__ import annotations
 
+import resource
 import secrets
 import shutil
 import tempfile
@@ -18,6 +19,12 @@ from xlalab.grading.lab import Lab
 from xlalab.grading.run import run_notebook
 from xlalab.grading.score import GRADER_CELLS, Row, blocked_notes, score, zero_row
 from xlalab.grading.submissions import Unreadable, read_submission
+
+
+def _children_cpu() -> float:
+    """CPU seconds (user + system) of the ended child processes of this process (pytest, kernel, jail)."""
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
 
 
 def grade_one(lab: Lab, student: str, path: Path, *, cell_timeout: float = 600, timeout: float = 1800,
@@ -48,19 +55,20 @@ def grade_one(lab: Lab, student: str, path: Path, *, cell_timeout: float = 600, 
         nb_path = work / f"{lab.name}.ipynb"
         nonce = secrets.token_hex(8)
         graded, row.tampering = build_graded(lab, sub, nonce, priv / "guard.jsonl", nb_path)
-        t0 = time.monotonic()
+        t0, cpu0 = time.monotonic(), _children_cpu()
         outcome = run_notebook(graded, work, priv, nb_path, cell_timeout=cell_timeout, timeout=timeout,
                                memory_gb=memory_gb, env=env, sandbox=box)
         row.notebook_seconds = time.monotonic() - t0
+        row.cpu_seconds = outcome.cpu_seconds if outcome.cpu_seconds is not None else _children_cpu() - cpu0
         row.cells_seconds = sum(float(r.get("duration") or 0) for r in outcome.plugin
                                 if r.get("event") == "result" and r.get("phase") == "call"
                                 and r.get("id") not in GRADER_CELLS)
         row.checks, row.restored, row.cell_errors, row.status = score(lab, outcome, timeout)
         row.blocked = blocked_notes(row.cell_errors + [c.message for c in row.checks if not c.passed],
-                                    sandbox_on=box.on, memory_gb=memory_gb)
+                                    sandbox_on=box.on, memory_gb=memory_gb, work=str(work))
         for cmd in outcome.leftover[:3]:
-            row.blocked.append(f"a process left running after the notebook ended (ended with the sandbox): "
-                               f"`{cmd[:80]}`")
+            row.blocked.append(f"to leave a process running after the notebook ended (it ended with the "
+                               f"sandbox): `{cmd[:100]}`")
         if row.tampering:
             row.status += "; tampered"
         if row.restored:
