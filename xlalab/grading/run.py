@@ -165,7 +165,7 @@ def run_notebook(nb: Any, work: Path, priv: Path, nb_path: Path, *, cell_timeout
     else:
         child_env = _child_env(env)
     if box.on:
-        cmd = sandbox_mod.command(box, cmd, writable=[work, priv], cwd=work)
+        cmd = sandbox_mod.command(box, cmd, writable=[work, priv], cwd=work, env=child_env)
     timed_out = False
     with open(log, "wb") as out:
         proc = subprocess.Popen(cmd, cwd=work, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,

@@ -186,8 +186,10 @@ def jail_env(base: dict[str, str], home: str) -> dict[str, str]:
     return env
 
 
-def command(box: Sandbox, argv: list[str], *, writable: list[Path], cwd: Path) -> list[str]:
-    """``argv`` wrapped in a bwrap jail in which only ``writable`` folders (at their own paths) can be written."""
+def command(box: Sandbox, argv: list[str], *, writable: list[Path], cwd: Path,
+            env: dict[str, str] | None = None) -> list[str]:
+    """``argv`` wrapped in a bwrap jail in which only ``writable`` folders (at their own paths) can be written;
+    ``env`` is the environment the jailed command gets (default: this process's)."""
     if not box.on:
         return list(argv)
     args = [box.bwrap, "--unshare-all", "--die-with-parent", "--new-session", "--cap-drop", "ALL",
@@ -208,6 +210,10 @@ def command(box: Sandbox, argv: list[str], *, writable: list[Path], cwd: Path) -
     pkg = package_root() / "xlalab"
     if not any(str(pkg).startswith(r + "/") for r in _python_roots()):
         args += ["--ro-bind", str(pkg), str(pkg)]
+    # Under XLALAB_FAKE_GPU, xlalab.hlo reads recorded XLA:GPU modules from the repository's tests/data/hlo.
+    corpus = package_root() / "tests" / "data" / "hlo"
+    if (os.environ if env is None else env).get("XLALAB_FAKE_GPU") and corpus.is_dir():
+        args += ["--ro-bind", str(corpus), str(corpus)]
     args += ["--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp", "--dir", "/tmp/home"]
     for sub in ("devices/system/cpu", "devices/system/node", "fs/cgroup"):
         p = Path("/sys") / sub
