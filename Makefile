@@ -20,6 +20,7 @@ book: $(STAMP)
 
 # Every test: unit tests, labs (graded with nbval), red-team grading, suite, book build, browser.
 # --dist loadfile keeps each test file on one worker: the book is built once, by one process.
+# The grading tests run each notebook in a bubblewrap jail: install Debian's `bubblewrap` (.ci/run does).
 test: $(STAMP)
 	$(PY) -m pytest -n $(JOBS) --dist loadfile tests
 

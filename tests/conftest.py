@@ -76,7 +76,63 @@ def sample_root(tmp_path: Path) -> Path:
     return tmp_path
 
 
+def make_lab_root(root: Path) -> Path:
+    """``root`` made a repository with the sample lab in solutions/ and its released version in labs/."""
+    from xlalab import assign
+
+    (root / "_config.yml").write_text("title: t\nrepository:\n  url: https://example.org/x\n", encoding="utf-8")
+    (root / "solutions").mkdir()
+    nbformat.write(sample_solution(), str(root / "solutions" / f"{SAMPLE}.ipynb"))
+    assert assign.main(["--root", str(root)]) == 0
+    return root
+
+
+def released(root: Path) -> nbformat.NotebookNode:
+    return _read(root / "labs" / f"{SAMPLE}.ipynb")
+
+
+def answered(root: Path) -> nbformat.NotebookNode:
+    """The released lab with the reference answers filled in (what a good student hands in)."""
+    nb = released(root)
+    sol = {c.id: c.source for c in _read(root / "solutions" / f"{SAMPLE}.ipynb").cells}
+    for cell in nb.cells:
+        if cell.id in ("p1-answer", "p2-answer"):
+            cell.source = sol[cell.id]
+    return nb
+
+
+def cell(nb, cell_id):
+    return next(c for c in nb.cells if c.get("id") == cell_id)
+
+
+def insert_after(nb, cell_id, source, new_id="student-extra"):
+    i = next(i for i, c in enumerate(nb.cells) if c.get("id") == cell_id)
+    nb.cells.insert(i + 1, code(new_id, source))
+    return nb
+
+
+def _read(path: Path) -> nbformat.NotebookNode:
+    from xlalab import assign
+
+    return assign.read(path)
+
+
 def write_json(path: Path, data) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(data), encoding="utf-8")
     return path
+
+
+@pytest.fixture(scope="session", autouse=True)
+def grader_state(tmp_path_factory) -> Path:
+    """The grader's private spool goes to a folder of this test session, not ~/.local/state."""
+    import os
+
+    path = tmp_path_factory.mktemp("grader-state")
+    old = os.environ.get("XLALAB_GRADER_STATE")
+    os.environ["XLALAB_GRADER_STATE"] = str(path)
+    yield path
+    if old is None:
+        os.environ.pop("XLALAB_GRADER_STATE", None)
+    else:
+        os.environ["XLALAB_GRADER_STATE"] = old

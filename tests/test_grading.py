@@ -19,8 +19,8 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from conftest import SAMPLE, code, sample_solution
-from xlalab import assign, grade
+from conftest import SAMPLE, answered, cell, code, insert_after, make_lab_root, released
+from xlalab import grade
 from xlalab.grading import CheckState  # noqa: F401  (the notebook side must keep importing)
 
 pytestmark = [pytest.mark.xdist_group("grading"), pytest.mark.slow]
@@ -30,30 +30,6 @@ TIMEOUT = 90
 MEMORY_GB = 3
 MAX = 6.0
 P1 = {"p1-scale": 2.0, "p1-scale-random": 2.0}   # the checks before the cell "p1-hidden"
-
-
-def released(root: Path) -> nbformat.NotebookNode:
-    return assign.read(root / "labs" / f"{SAMPLE}.ipynb")
-
-
-def answered(root: Path) -> nbformat.NotebookNode:
-    """The released lab with the reference answers filled in (what a good student hands in)."""
-    nb = released(root)
-    sol = {c.id: c.source for c in assign.read(root / "solutions" / f"{SAMPLE}.ipynb").cells}
-    for cell in nb.cells:
-        if cell.id in ("p1-answer", "p2-answer"):
-            cell.source = sol[cell.id]
-    return nb
-
-
-def cell(nb, cell_id):
-    return next(c for c in nb.cells if c.get("id") == cell_id)
-
-
-def insert_after(nb, cell_id, source, new_id="student-extra"):
-    i = next(i for i, c in enumerate(nb.cells) if c.get("id") == cell_id)
-    nb.cells.insert(i + 1, code(new_id, source))
-    return nb
 
 
 WRONG_SCALE = "def scale(x, k):\n    return np.asarray(x, dtype=float) * 0 + 1.0"
@@ -148,12 +124,7 @@ def build_submissions(root: Path, out: Path) -> dict[str, Path]:
 
 @pytest.fixture(scope="module")
 def lab_root(tmp_path_factory) -> Path:
-    root = tmp_path_factory.mktemp("repo")
-    (root / "_config.yml").write_text("title: t\nrepository:\n  url: https://example.org/x\n", encoding="utf-8")
-    (root / "solutions").mkdir()
-    nbformat.write(sample_solution(), str(root / "solutions" / f"{SAMPLE}.ipynb"))
-    assert assign.main(["--root", str(root)]) == 0
-    return root
+    return make_lab_root(tmp_path_factory.mktemp("repo"))
 
 
 @pytest.fixture(scope="module")
@@ -311,6 +282,7 @@ def test_points_come_from_the_source_not_the_submission(batch):
 
 
 def test_wall_clock_limit_ends_the_notebook_and_its_kernel(lab_root, tmp_path):
+    """Unsandboxed (the kernel writes its pid outside its folder); in the jail its PID namespace ends it."""
     pid_file = tmp_path / "kernel.pid"
     nb = insert_after(answered(lab_root), "p1-check",
                       f"import os, time\nopen({str(pid_file)!r}, 'w').write(str(os.getpid()))\ntime.sleep(1000)")
@@ -318,7 +290,7 @@ def test_wall_clock_limit_ends_the_notebook_and_its_kernel(lab_root, tmp_path):
     sub.write_text(json.dumps(nb), encoding="utf-8")
     start = time.monotonic()
     (r,) = grade.grade_submissions(lab_root / "solutions" / f"{SAMPLE}.ipynb", [sub], tmp_path / "out",
-                                   cell_timeout=120, timeout=15, memory_gb=MEMORY_GB)
+                                   cell_timeout=120, timeout=15, memory_gb=MEMORY_GB, sandbox="none")
     assert time.monotonic() - start < 60
     assert "time limit 15 s reached" in r.status
     assert earned(r)["p1-scale"] == 2 and r.total == 4, r

@@ -1,4 +1,4 @@
-"""The code the grader injects into a graded notebook (kernel side). See ``xlalab.grade``.
+"""The code the grader injects into a graded notebook (kernel side). See :mod:`xlalab.grading.build`.
 
 ``INIT`` is the source of the first cell: it snapshots what check cells rely on before any student code
 runs and installs two functions under random names in ``builtins``: ``bind`` (a cell right after the setup

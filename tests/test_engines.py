@@ -1,0 +1,117 @@
+"""The grader's engines (issue 14): serial, ``-j 2`` (an embedded Dask LocalCluster) and an existing scheduler
+give the same gradebook; a worker that dies loses only its task; ``--cluster slurm --dry-run`` prints a job
+script. The sample lab (NumPy only) keeps this fast.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from conftest import SAMPLE, answered, make_lab_root, released
+from xlalab import grade
+from xlalab.grading import engine
+from xlalab.grading.score import Row
+
+pytestmark = [pytest.mark.xdist_group("engines")]
+
+LIMITS = dict(cell_timeout=30, timeout=90, memory_gb=3)
+
+
+@pytest.fixture(scope="module")
+def lab_root(tmp_path_factory) -> Path:
+    return make_lab_root(tmp_path_factory.mktemp("repo"))
+
+
+@pytest.fixture(scope="module")
+def handins(lab_root, tmp_path_factory) -> Path:
+    import json
+
+    d = tmp_path_factory.mktemp("handins")
+    (d / "good.ipynb").write_text(json.dumps(answered(lab_root)), encoding="utf-8")
+    (d / "blank.ipynb").write_text(json.dumps(released(lab_root)), encoding="utf-8")
+    (d / "empty.ipynb").write_text("", encoding="utf-8")
+    nb = answered(lab_root)
+    next(c for c in nb.cells if c.get("id") == "p2-answer").source = "def total(x):\n    return 0.0"
+    (d / "wrong_total.ipynb").write_text(json.dumps(nb), encoding="utf-8")
+    return d
+
+
+def outputs(out: Path) -> dict[str, str]:
+    files = {"gradebook.csv": (out / "gradebook.csv").read_text(encoding="utf-8")}
+    for f in sorted((out / "feedback").glob("*.md")):
+        files[f.name] = f.read_text(encoding="utf-8")
+    return files
+
+
+@pytest.mark.slow
+def test_serial_j2_and_a_scheduler_give_identical_gradebooks(lab_root, handins, tmp_path):
+    from distributed import LocalCluster
+
+    lab = lab_root / "solutions" / f"{SAMPLE}.ipynb"
+    serial = grade.grade_submissions(lab, [handins], tmp_path / "serial", jobs=1, **LIMITS)
+    pooled = grade.grade_submissions(lab, [handins], tmp_path / "j2", jobs=2, **LIMITS)
+    assert "LocalCluster, 2 workers" in pooled.engine
+    with LocalCluster(n_workers=2, threads_per_worker=1, host="127.0.0.1", dashboard_address=None,
+                      processes=True, memory_limit=0) as cluster:
+        assert cluster.scheduler_address.startswith("tcp://127.0.0.1:")
+        remote = grade.grade_submissions(lab, [handins], tmp_path / "sched", scheduler=cluster.scheduler_address,
+                                         **LIMITS)
+    assert "scheduler tcp://127.0.0.1" in remote.engine
+    by = {r.student: r.total for r in serial}
+    assert by == {"good": 6, "blank": 0, "empty": 0, "wrong_total": 4}, by
+    assert outputs(tmp_path / "serial") == outputs(tmp_path / "j2") == outputs(tmp_path / "sched")
+
+
+def _dies_for_crash(lab, student, path, **kwargs) -> Row:
+    """A task function whose worker dies on the student "crash", and on "flaky" the first time only."""
+    marker = Path(kwargs["marker"])
+    if student == "crash" or (student == "flaky" and not marker.exists()):
+        if student == "flaky":
+            marker.write_text("died once")
+        os._exit(1)
+    return Row(student, lab.name, lab.maximum, status="graded")
+
+
+def test_a_worker_that_dies_loses_only_its_task(lab_root, tmp_path):
+    from xlalab.grading.lab import load_lab
+
+    lab = load_lab(lab_root / "solutions" / f"{SAMPLE}.ipynb")
+    entries = [(name, tmp_path / f"{name}.ipynb") for name in ("a", "crash", "flaky", "b")]
+    for _, p in entries:
+        p.write_text("{}")
+    seen: list[str] = []
+    rows = engine.run(lab, entries, {"marker": str(tmp_path / "flaky.died")}, engine.EngineSpec(jobs=2),
+                      lambda r: seen.append(r.student), fn=_dies_for_crash)
+    status = {r.student: r.status for r in rows}
+    assert status["a"] == status["b"] == "graded"
+    assert status["flaky"] == "graded", "a task whose worker died once is retried"
+    assert "the worker grading it died, twice" in status["crash"]
+    assert sorted(seen) == ["a", "b", "crash", "flaky"], "the client got every row, the crashed one too"
+
+
+@pytest.mark.parametrize("cluster, directive", [("slurm", "#SBATCH"), ("pbs", "#PBS"), ("sge", "#$"),
+                                                 ("lsf", "#BSUB")])
+def test_cluster_dry_run_prints_a_valid_job_script(cluster, directive, capsys, tmp_path):
+    assert grade.main([SAMPLE, "--cluster", cluster, "--dry-run", "--queue", "short", "--cores", "8",
+                       "--memory", "32GB", "--walltime", "01:30:00", "--gpus", "1",
+                       "--prologue", "source /shared/course/.venv/bin/activate"]) == 0
+    script = capsys.readouterr().out
+    assert script.startswith("#!/") and directive in script
+    assert "short" in script and "01:30:00" in script and "--nthreads 1" in script
+    assert "source /shared/course/.venv/bin/activate" in script and "distributed.cli.dask_worker" in script
+    if cluster == "slurm":
+        assert "#SBATCH --gres=gpu:1" in script and "#SBATCH -p short" in script
+    path = tmp_path / "job.sh"
+    path.write_text(script)
+    bash = shutil.which("bash")
+    assert subprocess.run([bash, "-n", str(path)]).returncode == 0, "the job script is not valid shell"
+
+
+def test_dry_run_needs_a_cluster(capsys):
+    assert grade.main([SAMPLE, "--dry-run"]) == 2
+    assert "--cluster" in capsys.readouterr().err

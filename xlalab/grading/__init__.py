@@ -1,0 +1,25 @@
+"""Grading, from the instructor's solution to the gradebook: one package whose file names are the pipeline.
+
+Kernel side (imported by every lab's setup cell, so this module imports nothing heavy):
+:func:`track_checks` and :func:`report` (in :mod:`.notebook`).
+
+Instructor side, in pipeline order (``python -m xlalab.grade`` is :mod:`.cli`):
+
+- :mod:`.assign`      solutions/ -> labs/ (answers stripped, hidden checks removed); ``python -m xlalab.assign``
+- :mod:`.lab`         the instructor source of one lab and its released version, its checks and points
+- :mod:`.submissions` read and name hand-ins (an unreadable one becomes a row with the reason)
+- :mod:`.build`       the notebook that is run: released visible checks, hidden checks put back, the guard
+- :mod:`.guard`       the kernel-side guard injected as the first cell
+- :mod:`.sandbox`     the bubblewrap jail around one run (``--sandbox auto|bwrap|none``)
+- :mod:`.run`         one notebook under nbval (:mod:`.nbval_plugin`), limits, a dead kernel noticed at once
+- :mod:`.score`       per-check results and the status of one run
+- :mod:`.task`        one submission end to end (what an engine runs), returning its row
+- :mod:`.feedback`    the Markdown feedback of one student and the summary table
+- :mod:`.gradebook`   rows kept in a grader-private spool, ``gradebook.csv`` built from it, tampering detected
+- :mod:`.engine`      where submissions run: in process, a local Dask cluster, a scheduler, Slurm/PBS/SGE/LSF
+- :mod:`.cli`         ``python -m xlalab.grade`` (``tests/bench_grading.py`` measures its throughput)
+"""
+
+from xlalab.grading.notebook import CHECK_HEADER, CheckState, parse_header, report, states, track_checks
+
+__all__ = ["CHECK_HEADER", "CheckState", "parse_header", "report", "states", "track_checks"]

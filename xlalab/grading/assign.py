@@ -1,0 +1,287 @@
+"""Write the student labs in ``labs/`` from the single-source notebooks in ``solutions/``.
+
+``python -m xlalab.assign`` (or ``python -m xlalab.grading.assign``) ``[solutions/labNN_x.ipynb ...] [--check]``
+
+For each solution notebook (all ``solutions/lab*.ipynb`` when no path is given) the student version
+``labs/<same name>`` is written with: inline answers (``# BEGIN SOLUTION`` ... ``# END SOLUTION``) and whole
+answer cells replaced by ``# YOUR CODE HERE`` / ``raise NotImplementedError``, written answers replaced by an
+empty answer box, hidden checks removed, ``@REPOSITORY_URL@`` replaced by ``repository.url`` from
+``_config.yml``, instructor-only metadata removed, outputs and execution counts cleared. The output is
+deterministic (sorted metadata keys, nbformat 4.5, stable cell ids, trailing newline), so ``--check`` compares
+bytes and exits 1 when ``labs/`` is out of date.
+
+The format is documented in ``solutions/README.md``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import hashlib
+import json
+import re
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import nbformat
+
+from xlalab.grading.notebook import CHECK_HEADER
+
+REPOSITORY_TOKEN = "@REPOSITORY_URL@"
+ANSWER_STUB = "# YOUR CODE HERE\nraise NotImplementedError"
+ANSWER_BOX = "**Your answer:** …"
+KERNELSPEC = {"display_name": "Python 3", "language": "python", "name": "python3"}
+
+_BEGIN = re.compile(r"^(?P<indent>[ \t]*)#\s*BEGIN SOLUTION\s*$")
+_END = re.compile(r"^[ \t]*#\s*END SOLUTION\s*$")
+# Cell metadata keys that never reach labs/: course metadata is rebuilt, execution timings are noise.
+_DROPPED_CELL_KEYS = {"xlalab", "execution", "ExecuteTime", "collapsed", "scrolled"}
+
+
+class FormatError(ValueError):
+    """A solution notebook breaks the lab format (solutions/README.md)."""
+
+
+@dataclass(frozen=True)
+class Check:
+    """One check cell of a solution notebook.
+
+    ``index`` is the cell's position in the solution notebook; ``source`` its text (header included).
+    """
+
+    check: str
+    points: float
+    hidden: bool
+    cell_id: str
+    index: int
+    source: str
+
+    @property
+    def digest(self) -> str:
+        """SHA-256 of the cell's source with trailing whitespace ignored (what tamper detection compares)."""
+        return source_digest(self.source)
+
+
+def source_digest(source: str) -> str:
+    """SHA-256 hex digest of a cell source, ignoring trailing whitespace on lines and at the end."""
+    text = "\n".join(line.rstrip() for line in source.strip("\n").splitlines())
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def xmeta(cell: Any) -> dict:
+    """The ``xlalab`` metadata dict of a cell (empty if there is none or it is not a dict)."""
+    meta = cell.get("metadata", {}) if isinstance(cell, dict) else {}
+    value = meta.get("xlalab", {}) if isinstance(meta, dict) else {}
+    return value if isinstance(value, dict) else {}
+
+
+def lab_name(path: str | Path) -> str:
+    """``"lab01_timing"`` from ``solutions/lab01_timing.ipynb`` (or a bare name)."""
+    return Path(path).name.removesuffix(".ipynb")
+
+
+def checks(nb: Any) -> list[Check]:
+    """Every check cell of a solution notebook, in order, validated against its ``# CHECK`` header.
+
+    Raises FormatError on a missing or mismatched header, a bad points value or a duplicate id.
+    """
+    found: list[Check] = []
+    seen: set[str] = set()
+    for index, cell in enumerate(nb.cells):
+        meta = xmeta(cell)
+        if "check" not in meta:
+            continue
+        cid, points = meta["check"], meta.get("points")
+        where = f"cell {index} (id {cell.get('id')!r})"
+        if cell.cell_type != "code":
+            raise FormatError(f"{where}: a check must be a code cell")
+        if not isinstance(cid, str) or not re.fullmatch(r"[\w\-.]+", cid):
+            raise FormatError(f"{where}: check id {cid!r} must be letters, digits, '-', '_' or '.'")
+        if isinstance(points, bool) or not isinstance(points, (int, float)) or points <= 0:
+            raise FormatError(f"{where}: check {cid!r} needs positive numeric 'points', got {points!r}")
+        first = cell.source.lstrip().splitlines()[0] if cell.source.strip() else ""
+        m = CHECK_HEADER.match(first)
+        if not m:
+            raise FormatError(f"{where}: check {cid!r} must start with '# CHECK {cid} ({points:g} points)'")
+        if m["id"] != cid or float(m["points"]) != float(points):
+            raise FormatError(f"{where}: header says {m['id']} ({m['points']} points) but metadata says "
+                              f"{cid} ({points:g} points)")
+        if cid in seen:
+            raise FormatError(f"{where}: duplicate check id {cid!r}")
+        seen.add(cid)
+        found.append(Check(cid, float(points), bool(meta.get("hidden", False)), cell.get("id", ""),
+                           index, cell.source))
+    return found
+
+
+def strip_inline(source: str) -> str:
+    """Replace every ``# BEGIN SOLUTION`` ... ``# END SOLUTION`` block by the answer stub.
+
+    The stub (``# YOUR CODE HERE`` then ``raise NotImplementedError``) is indented like the BEGIN line.
+    Raises FormatError on an unclosed or unopened block.
+    """
+    out: list[str] = []
+    indent: str | None = None
+    for line in source.splitlines():
+        begin, end = _BEGIN.match(line), _END.match(line)
+        if begin:
+            if indent is not None:
+                raise FormatError("nested '# BEGIN SOLUTION'")
+            indent = begin["indent"]
+            out.extend(indent + stub for stub in ANSWER_STUB.splitlines())
+        elif end:
+            if indent is None:
+                raise FormatError("'# END SOLUTION' without '# BEGIN SOLUTION'")
+            indent = None
+        elif indent is None:
+            out.append(line)
+    if indent is not None:
+        raise FormatError("'# BEGIN SOLUTION' without '# END SOLUTION'")
+    return "\n".join(out)
+
+
+def has_inline(source: str) -> bool:
+    """Whether a cell source holds a ``# BEGIN SOLUTION`` block."""
+    return any(_BEGIN.match(line) for line in source.splitlines())
+
+
+def repository_url(root: str | Path = ".") -> str:
+    """``repository.url`` from ``<root>/_config.yml`` (the one place the course's URL lives)."""
+    import yaml
+
+    config = yaml.safe_load(Path(root, "_config.yml").read_text(encoding="utf-8")) or {}
+    url = (config.get("repository") or {}).get("url")
+    if not url:
+        raise FormatError(f"no repository.url in {Path(root, '_config.yml')}")
+    return str(url)
+
+
+def _clean_metadata(meta: dict) -> dict:
+    return {k: copy.deepcopy(v) for k, v in meta.items() if k not in _DROPPED_CELL_KEYS}
+
+
+def student_notebook(nb: Any, repo_url: str, name: str) -> Any:
+    """The student version of a solution notebook (a new NotebookNode; ``nb`` is not changed).
+
+    Args:
+        nb: the solution notebook (nbformat v4).
+        repo_url: replaces ``@REPOSITORY_URL@`` in the setup cell.
+        name: the lab's name, e.g. ``"lab01_timing"``; stored as ``metadata.xlalab.lab``.
+    """
+    checks(nb)  # validates headers and ids
+    cells = []
+    for index, cell in enumerate(nb.cells):
+        meta = xmeta(cell)
+        cid = cell.get("id") or f"cell-{index}"
+        new_meta = _clean_metadata(dict(cell.get("metadata", {})))
+        try:
+            if "check" in meta:
+                if meta.get("hidden"):
+                    continue
+                source = cell.source
+                new_meta["xlalab"] = {"check": meta["check"], "points": meta["points"]}
+            elif cell.cell_type == "markdown":
+                source = ANSWER_BOX if meta.get("solution") else cell.source
+            elif cell.cell_type == "code":
+                source = cell.source
+                if has_inline(source):
+                    source = strip_inline(source)
+                elif meta.get("solution"):
+                    source = ANSWER_STUB
+                if meta.get("setup"):
+                    source = source.replace(REPOSITORY_TOKEN, repo_url)
+                    new_meta["xlalab"] = {"setup": True}
+            else:
+                source = cell.source
+        except FormatError as err:
+            raise FormatError(f"cell {index} (id {cid!r}): {err}") from None
+        if cell.cell_type == "code":
+            new = nbformat.v4.new_code_cell(source=source, metadata=new_meta, id=cid)
+        elif cell.cell_type == "markdown":
+            new = nbformat.v4.new_markdown_cell(source=source, metadata=new_meta, id=cid)
+        else:
+            new = nbformat.v4.new_raw_cell(source=source, metadata=new_meta, id=cid)
+        cells.append(new)
+    meta = {k: copy.deepcopy(v) for k, v in nb.metadata.items() if k in ("kernelspec", "language_info")}
+    meta.setdefault("kernelspec", dict(KERNELSPEC))
+    if "language_info" in meta:
+        meta["language_info"] = {"name": meta["language_info"].get("name", "python")}
+    meta["xlalab"] = {"lab": name}
+    out = nbformat.v4.new_notebook(cells=cells, metadata=meta)
+    out.nbformat, out.nbformat_minor = 4, 5
+    return out
+
+
+def dumps(nb: Any) -> str:
+    """Deterministic JSON text of a notebook: sorted keys, one-space indent, trailing newline."""
+    nb = copy.deepcopy(nb)
+    for cell in nb.cells:
+        if cell.cell_type == "code":
+            cell.outputs = []
+            cell.execution_count = None
+    text = nbformat.writes(nb, version=4)
+    # nbformat sorts keys and indents; re-dump through json to be independent of its version's defaults.
+    text = json.dumps(json.loads(text), sort_keys=True, indent=1, ensure_ascii=False)
+    return text + "\n"
+
+
+def read(path: str | Path) -> Any:
+    """Read a notebook as nbformat v4 (cells without ids get none added here)."""
+    return nbformat.read(str(path), as_version=4)
+
+
+def build(solution: str | Path, root: str | Path = ".") -> tuple[Path, str]:
+    """``(labs path, text)`` of the student version of one solution notebook under ``root``."""
+    solution = Path(solution)
+    nb = read(solution)
+    text = dumps(student_notebook(nb, repository_url(root), lab_name(solution)))
+    return Path(root, "labs", solution.name), text
+
+
+def solution_paths(root: str | Path = ".") -> list[Path]:
+    """Every ``solutions/lab*.ipynb`` under ``root``, sorted."""
+    return sorted(Path(root, "solutions").glob("lab*.ipynb"))
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m xlalab.assign", description=__doc__.split("\n\n")[0])
+    parser.add_argument("solutions", nargs="*", help="solution notebooks (default: solutions/lab*.ipynb)")
+    parser.add_argument("--check", action="store_true", help="exit 1 if labs/ is out of date; write nothing")
+    parser.add_argument("--root", default=".", help="repository root holding _config.yml, solutions/, labs/")
+    args = parser.parse_args(argv)
+    root = Path(args.root)
+    paths = [Path(p) for p in args.solutions] or solution_paths(root)
+    stale: list[str] = []
+    for path in paths:
+        try:
+            target, text = build(path, root)
+        except (FormatError, OSError, nbformat.reader.NotJSONError, ValueError) as err:
+            print(f"error: {path}: {err}", file=sys.stderr)
+            return 2
+        current = target.read_text(encoding="utf-8") if target.exists() else None
+        if args.check:
+            if current != text:
+                stale.append(str(target))
+        elif current != text:
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_text(text, encoding="utf-8")
+            print(f"wrote {target}")
+    if args.check:
+        expected = {Path(root, "labs", p.name).resolve() for p in paths}
+        if not args.solutions:  # a full check also finds labs without a solution
+            for lab in sorted(Path(root, "labs").glob("lab*.ipynb")):
+                if lab.resolve() not in expected:
+                    stale.append(f"{lab} (no solutions/{lab.name})")
+        if stale:
+            print("labs/ is out of date; run `python -m xlalab.assign` (or `make labs`):", file=sys.stderr)
+            for s in stale:
+                print(f"  {s}", file=sys.stderr)
+            return 1
+        print(f"labs/ is up to date ({len(paths)} lab(s))")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,149 @@
+"""Grade lab submissions with nbval, each in a bubblewrap jail, on this machine or a Dask cluster.
+
+``python -m xlalab.grade LAB SUBMISSIONS... --out grades/ [-j N] [--source DIR] [--sandbox auto|bwrap|none]
+[--cell-timeout S] [--timeout S] [--memory-gb G] [--scheduler tcp://host:8786 | --cluster slurm|pbs|sge|lsf
+[--queue Q] [--cores N] [--memory 16GB] [--walltime 02:00:00] [--gpus N] [--cluster-jobs N] [--dry-run]]``
+
+LAB is a lab name (``lab01_timing``, looked up as ``<source>/<name>.ipynb``, default ``solutions/``) or the
+path of a solution notebook. A submission is a notebook (the student is its file name) or a folder: each
+notebook in it is one student, and each sub-folder holding a notebook is one student named after the folder.
+
+For each submission the grader reads it (an unreadable file, a non-notebook or the wrong lab becomes a row
+with 0 points and the reason), compares every visible check cell with the released lab (tampered or deleted
+cells are reported and the released cell is used), puts the hidden checks back from the instructor source,
+and runs the notebook with ``pytest --nbval-lax --nbval-current-env`` in a fresh temporary folder holding only
+the notebook, in a bubblewrap jail (no network, no view of anything but the Python environment and that
+folder), with a cell timeout, a wall-clock limit and an address-space limit. Points, ids and hidden checks
+always come from the instructor source, never from the submission.
+
+Outputs: ``<out>/gradebook.csv`` (student, total, max, one column per check, status), rebuilt from the rows the
+grader keeps in its private spool (re-grading one student replaces only that row; a gradebook changed behind
+the grader's back is reported and rebuilt), and ``<out>/feedback/<student>.md``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+from typing import Iterable
+
+from xlalab.grading import assign, engine, sandbox as sandbox_mod
+from xlalab.grading.feedback import summary_table
+from xlalab.grading.gradebook import Gradebook
+from xlalab.grading.lab import load_lab
+from xlalab.grading.score import Row
+from xlalab.grading.submissions import expand_submissions
+
+
+class Graded(list):
+    """The rows of one grading run (a list of :class:`Row`), with ``warnings`` (tampering found),
+    ``elapsed`` seconds, the ``sandbox`` used and the ``engine``."""
+
+    warnings: list[str]
+    elapsed: float
+    sandbox: str
+    engine: str
+
+
+def grade_submissions(lab: str | Path, submissions: Iterable[str | Path], out: str | Path = "grades", *,
+                      jobs: int = 1, source: str | Path | None = None, cell_timeout: float = 600,
+                      timeout: float = 1800, memory_gb: float = 8, env: dict[str, str | None] | None = None,
+                      progress: bool = False, sandbox: str = "auto", scheduler: str | None = None,
+                      spec: engine.EngineSpec | None = None, quiet: bool = False) -> Graded:
+    """Grade every submission of one lab; write the gradebook and feedback under ``out``; return the rows.
+
+    Example: ``grade_submissions("lab01_timing", ["hand-ins/"], "grades", jobs=2)``. ``sandbox`` is "auto"
+    (bwrap where it works), "bwrap" (required) or "none"; ``scheduler`` a Dask scheduler address; ``spec`` an
+    :class:`~xlalab.grading.engine.EngineSpec` for anything else (``jobs`` and ``scheduler`` then are ignored).
+    """
+    start = time.monotonic()
+    the_lab = load_lab(lab, source)
+    box = sandbox_mod.resolve(sandbox, quiet=quiet)   # says once, here, if grading runs unsandboxed
+    spec = spec or engine.EngineSpec(jobs=jobs, scheduler=scheduler)
+    entries = expand_submissions(submissions, the_lab.name)
+    ids = [c.check for c in the_lab.checks]
+    kwargs = dict(cell_timeout=cell_timeout, timeout=timeout, memory_gb=memory_gb, env=env,
+                  sandbox=box if spec.kind in ("serial", "local") else sandbox)
+    with Gradebook(out, ids, quiet=quiet) as book:
+        rows = engine.run(the_lab, entries, kwargs, spec, book.record, progress=progress)
+    result = Graded(rows)
+    result.warnings = book.warnings
+    result.elapsed = time.monotonic() - start
+    result.sandbox = box.describe()
+    result.engine = engine.describe(spec)
+    unsandboxed = sorted({r.student for r in rows if r.sandbox == "none"})
+    if box.on and unsandboxed and not quiet:
+        print(f"xlalab.grade: WARNING: {len(unsandboxed)} submissions ran unsandboxed on workers without "
+              f"bwrap ({', '.join(unsandboxed[:5])}...); install bubblewrap there or use --sandbox bwrap",
+              file=sys.stderr)
+    return result
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="python -m xlalab.grade", description=__doc__.split("\n\n")[0])
+    p.add_argument("lab", help="lab name (lab01_timing) or path to its solution notebook")
+    p.add_argument("submissions", nargs="*", help="notebooks or folders of them")
+    p.add_argument("--out", default="grades", help="output folder (gradebook.csv, feedback/)")
+    p.add_argument("-j", "--jobs", type=int, default=1,
+                   help="submissions graded at once on this machine (a local Dask cluster of that many workers)")
+    p.add_argument("--source", default=None,
+                   help="folder with the instructor's lab sources (with hidden checks); default solutions/")
+    p.add_argument("--sandbox", choices=sandbox_mod.MODES, default="auto",
+                   help="bwrap: run each notebook in a bubblewrap jail (required); auto: bwrap where it works, "
+                        "else say why and run unsandboxed; none: no jail")
+    p.add_argument("--cell-timeout", type=float, default=600, help="seconds per cell (nbval)")
+    p.add_argument("--timeout", type=float, default=1800, help="seconds for a whole notebook")
+    p.add_argument("--memory-gb", type=float, default=8,
+                   help="address-space limit of the grading process and its kernel (TF+XLA needs >= 4)")
+    g = p.add_argument_group("scale-out (Dask)")
+    g.add_argument("--scheduler", default=None, help="address of a running Dask scheduler (tcp://host:8786)")
+    g.add_argument("--cluster", choices=engine.CLUSTERS, default=None,
+                   help="start workers as batch jobs through dask-jobqueue")
+    g.add_argument("--queue", default=None, help="batch queue or partition")
+    g.add_argument("--account", default=None, help="account or project charged for the jobs")
+    g.add_argument("--cores", type=int, default=4, help="cores per job")
+    g.add_argument("--memory", default="16GB", help="memory per job")
+    g.add_argument("--walltime", default="02:00:00", help="wall-clock limit per job")
+    g.add_argument("--gpus", type=int, default=0, help="GPUs per job")
+    g.add_argument("--cluster-jobs", type=int, default=0,
+                   help="batch jobs to start (default: -j, at most one per submission)")
+    g.add_argument("--prologue", action="append", default=[],
+                   help="a shell line run before each worker starts (e.g. 'source /shared/course/.venv/bin/"
+                        "activate'); repeatable")
+    g.add_argument("--dry-run", action="store_true", help="print the job script of --cluster and exit")
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    spec = engine.EngineSpec(jobs=args.jobs, scheduler=args.scheduler, cluster=args.cluster, queue=args.queue,
+                             cores=args.cores, memory=args.memory, walltime=args.walltime, gpus=args.gpus,
+                             cluster_jobs=args.cluster_jobs, account=args.account, prologue=args.prologue)
+    if args.dry_run:
+        if not args.cluster:
+            print("error: --dry-run prints the job script of --cluster; give --cluster", file=sys.stderr)
+            return 2
+        print(engine.job_script(spec))
+        return 0
+    if not args.submissions:
+        print("error: no submissions given", file=sys.stderr)
+        return 2
+    try:
+        rows = grade_submissions(args.lab, args.submissions, args.out, source=args.source,
+                                 cell_timeout=args.cell_timeout, timeout=args.timeout,
+                                 memory_gb=args.memory_gb, progress=True, sandbox=args.sandbox, spec=spec)
+    except (FileNotFoundError, assign.FormatError, sandbox_mod.SandboxUnavailable) as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    print()
+    print(summary_table(rows, rows.elapsed))
+    print(f"engine: {rows.engine}; sandbox: {rows.sandbox}")
+    for w in rows.warnings:
+        print(f"WARNING: {w}")
+    print(f"\ngradebook: {Path(args.out) / 'gradebook.csv'}; feedback: {Path(args.out) / 'feedback'}/")
+    return 0
+
+
+__all__ = ["Graded", "Row", "grade_submissions", "main", "parser"]

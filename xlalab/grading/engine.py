@@ -1,0 +1,232 @@
+"""Where submissions are graded: in this process, or as tasks on Dask distributed.
+
+- ``serial`` (``-j 1``, the default): one after the other, in this process.
+- ``local`` (``-j N`` with N > 1): an embedded Dask ``LocalCluster`` of N single-threaded worker processes on
+  127.0.0.1 (no dashboard), so the one-machine command is unchanged.
+- ``scheduler`` (``--scheduler tcp://host:8786``): the workers of an existing Dask cluster.
+- ``jobqueue`` (``--cluster slurm|pbs|sge|lsf``): batch jobs started through dask-jobqueue, each a worker that
+  grades one notebook at a time (``--queue``, ``--cores``, ``--memory``, ``--walltime``, ``--gpus`` per job,
+  ``--cluster-jobs`` jobs); ``--dry-run`` prints the job script.
+
+Workers only run :func:`xlalab.grading.task.grade_one` and return the row; the client alone writes the
+gradebook (:mod:`xlalab.grading.gradebook`), as each row arrives. The hand-in travels with the task (workers
+need no view of the hand-in folder, only the course environment). A task whose worker dies is retried once
+(on a cluster the grader starts, the scheduler's ``allowed-failures`` is 1); if it dies again, the submission
+gets a row of its own saying so and the rest of the class is graded.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures as futures
+import logging
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+from xlalab.grading.lab import Lab
+from xlalab.grading.score import Row, zero_row
+from xlalab.grading.task import grade_one
+
+CLUSTERS = ("slurm", "pbs", "sge", "lsf")
+# On a cluster the grader starts: a worker runs one notebook at a time (one thread; the job's cores are the
+# notebook's), the scheduler hands a worker no task before it is free (so a worker that dies takes only the
+# task it was running with it), and a task whose worker died twice is given up.
+DASK_CONFIG = {"distributed.scheduler.allowed-failures": 1, "distributed.scheduler.worker-saturation": 1.0,
+               "distributed.worker.daemon": False, "logging.distributed": "error"}
+
+
+@dataclass
+class EngineSpec:
+    """How to run the tasks (see the module docstring); ``jobs`` is ``-j``."""
+
+    jobs: int = 1
+    scheduler: str | None = None
+    cluster: str | None = None
+    queue: str | None = None
+    cores: int = 4
+    memory: str = "16GB"
+    walltime: str = "02:00:00"
+    gpus: int = 0
+    cluster_jobs: int = 0
+    account: str | None = None
+    prologue: list[str] = field(default_factory=list)
+
+    @property
+    def kind(self) -> str:
+        if self.cluster:
+            return "jobqueue"
+        if self.scheduler:
+            return "scheduler"
+        return "local" if self.jobs > 1 else "serial"
+
+
+def _gpu_directives(cluster: str, gpus: int) -> list[str]:
+    if gpus <= 0:
+        return []
+    return {"slurm": [f"--gres=gpu:{gpus}"], "pbs": [f"-l ngpus={gpus}"], "sge": [f"-l gpu={gpus}"],
+            "lsf": [f'-gpu "num={gpus}"']}[cluster]
+
+
+def jobqueue_cluster(spec: EngineSpec, *, dashboard: bool = True):
+    """The dask-jobqueue cluster object (no job is submitted until it is scaled)."""
+    if spec.cluster not in CLUSTERS:
+        raise ValueError(f"--cluster must be one of {', '.join(CLUSTERS)}, not {spec.cluster!r}")
+    import dask_jobqueue
+
+    cls = {"slurm": dask_jobqueue.SLURMCluster, "pbs": dask_jobqueue.PBSCluster,
+           "sge": dask_jobqueue.SGECluster, "lsf": dask_jobqueue.LSFCluster}[spec.cluster]
+    from xlalab.grading.sandbox import package_root
+
+    prologue = [f"export PYTHONPATH={package_root()}${{PYTHONPATH:+:$PYTHONPATH}}", *spec.prologue]
+    kwargs: dict[str, Any] = dict(
+        cores=spec.cores, memory=spec.memory, processes=1, walltime=spec.walltime, queue=spec.queue,
+        job_name="xlalab-grade", python=sys.executable, job_script_prologue=prologue,
+        worker_extra_args=["--nthreads", "1"],
+        job_extra_directives=_gpu_directives(spec.cluster, spec.gpus), silence_logs="error")
+    if not dashboard:
+        kwargs["scheduler_options"] = {"dashboard_address": None}
+    if spec.account:
+        kwargs["account" if spec.cluster != "sge" else "project"] = spec.account
+    if spec.cluster == "sge":
+        kwargs["resource_spec"] = f"h_vmem={spec.memory}"
+    return cls(**kwargs)
+
+
+def job_script(spec: EngineSpec) -> str:
+    """The batch script one worker job would be submitted with (``--dry-run``)."""
+    cluster = jobqueue_cluster(spec, dashboard=False)
+    try:
+        return cluster.job_script()
+    finally:
+        cluster.close()
+
+
+def _task(fn: Callable[..., Row], lab: Lab, student: str, path: str, raw: bytes | None,
+          kwargs: dict[str, Any]) -> Row:
+    """What a worker runs: write the hand-in it was sent to its own temporary file, grade it, return the row."""
+    if raw is None:
+        return fn(lab, student, Path(path), **kwargs)
+    import tempfile
+    with tempfile.TemporaryDirectory(prefix="xlalab-handin-") as d:
+        local = Path(d) / Path(path).name
+        local.write_bytes(raw)
+        row = fn(lab, student, local, **kwargs)
+    row.submission = path
+    return row
+
+
+def _read(path: Path) -> bytes | None:
+    try:
+        return path.read_bytes()
+    except OSError:
+        return None  # the worker reads it again and reports why it cannot
+
+
+def _progress(total: int, enabled: bool):
+    if not enabled:
+        return None
+    try:
+        from tqdm import tqdm
+    except ImportError:
+        return None
+    return tqdm(total=total, unit="sub", desc="graded", dynamic_ncols=True, file=sys.stderr,
+                bar_format="{desc} {n_fmt}/{total_fmt} |{bar}| {elapsed} elapsed, {remaining} left, "
+                           "{rate_fmt}{postfix}")
+
+
+def run(lab: Lab, entries: list[tuple[str, Path]], kwargs: dict[str, Any], spec: EngineSpec,
+        on_row: Callable[[Row], None], *, progress: bool = False,
+        fn: Callable[..., Row] = grade_one) -> list[Row]:
+    """Grade ``entries`` with ``fn(lab, student, path, **kwargs)`` on the engine ``spec``; call ``on_row`` in
+    this process as each row arrives; return the rows in the order of ``entries``."""
+    bar = _progress(len(entries), progress)
+    rows: dict[int, Row] = {}
+
+    def done(i: int, row: Row) -> None:
+        rows[i] = row
+        on_row(row)
+        if bar is not None:
+            bar.set_postfix_str(f"last: {row.student}", refresh=False)
+            bar.update(1)
+
+    try:
+        if spec.kind == "serial" or not entries:
+            for i, (student, path) in enumerate(entries):
+                done(i, _safe(fn, lab, student, path, kwargs))
+        else:
+            _run_dask(lab, entries, kwargs, spec, done, fn)
+    finally:
+        if bar is not None:
+            bar.close()
+    return [rows[i] for i in range(len(entries))]
+
+
+def _safe(fn, lab: Lab, student: str, path: Path, kwargs: dict[str, Any]) -> Row:
+    try:
+        return fn(lab, student, path, **kwargs)
+    except BaseException as err:  # grade_one does not raise; this is the last line of defence
+        if isinstance(err, KeyboardInterrupt):
+            raise
+        return zero_row(lab, student, f"not graded: grader error ({type(err).__name__})", str(path))
+
+
+def _run_dask(lab, entries, kwargs, spec: EngineSpec, done, fn) -> None:
+    try:
+        import dask
+        from distributed import Client, LocalCluster, as_completed
+    except ImportError:
+        print("xlalab.grade: Dask distributed is not installed; grading with a thread pool "
+              "(pip install 'dask[distributed]')", file=sys.stderr)
+        with futures.ThreadPoolExecutor(max_workers=max(1, spec.jobs)) as pool:
+            futs = {pool.submit(_safe, fn, lab, s, p, kwargs): i for i, (s, p) in enumerate(entries)}
+            for fut in futures.as_completed(futs):
+                done(futs[fut], fut.result())
+        return
+
+    cluster = None
+    with dask.config.set(DASK_CONFIG):
+        if spec.kind == "local":
+            cluster = LocalCluster(n_workers=spec.jobs, threads_per_worker=1, processes=True,
+                                   host="127.0.0.1", dashboard_address=None, memory_limit=0,
+                                   silence_logs=logging.ERROR)
+            client = Client(cluster)
+        elif spec.kind == "jobqueue":
+            cluster = jobqueue_cluster(spec)
+            n = spec.cluster_jobs or min(len(entries), max(1, spec.jobs))
+            cluster.scale(jobs=n)
+            client = Client(cluster)
+        else:
+            client = Client(spec.scheduler, timeout="30s")
+        try:
+            futs = {}
+            for i, (student, path) in enumerate(entries):
+                fut = client.submit(_task, fn, lab, student, str(path), _read(Path(path)), kwargs,
+                                    key=f"grade-{i}-{student}"[:200], pure=False, retries=1)
+                futs[fut] = i
+            for fut in as_completed(list(futs)):
+                i = futs[fut]
+                student, path = entries[i]
+                try:
+                    row = fut.result()
+                except Exception as err:  # noqa: BLE001  (KilledWorker, a lost connection, ...)
+                    name = type(err).__name__
+                    why = ("the worker grading it died, twice" if name == "KilledWorker"
+                           else f"{name}: {str(err)[:200]}")
+                    row = zero_row(lab, student, f"not graded: grader error ({why})", str(path))
+                done(i, row)
+        finally:
+            client.close()
+            if cluster is not None:
+                cluster.close()
+
+
+def describe(spec: EngineSpec) -> str:
+    if spec.kind == "serial":
+        return "serial (this process)"
+    if spec.kind == "local":
+        return f"Dask LocalCluster, {spec.jobs} workers"
+    if spec.kind == "scheduler":
+        return f"Dask scheduler {spec.scheduler}"
+    return f"dask-jobqueue {spec.cluster} ({spec.cores} cores, {spec.memory}, {spec.walltime} per job)"
+

@@ -1,0 +1,55 @@
+"""What the student and the instructor read: the Markdown feedback of one row, and the class summary."""
+
+from __future__ import annotations
+
+from xlalab.grading.score import Row
+
+
+def _fmt(x: float) -> str:
+    return f"{x:g}"
+
+
+def feedback_text(row: Row) -> str:
+    """The Markdown feedback for one student."""
+    lines = [f"# {row.lab}: feedback for {row.student}", "",
+             f"**Score: {_fmt(row.total)} / {_fmt(row.maximum)} points** ({row.status})", ""]
+    if row.status.startswith("not graded"):
+        lines += [f"Your submission could not be graded: {row.status.removeprefix('not graded: ')}.", ""]
+    lines += ["| check | kind | points | result |", "|---|---|---|---|"]
+    for c in row.checks:
+        result = "pass" if c.passed else "FAIL: " + c.message.replace("|", "\\|").replace("\n", " ")
+        lines.append(f"| `{c.check}` | {'hidden' if c.hidden else 'visible'} | {_fmt(c.earned)} / "
+                     f"{_fmt(c.points)} | {result} |")
+    if row.tampering:
+        lines += ["", "## Tampering", ""] + [f"- {t}" for t in row.tampering]
+    if row.restored:
+        lines += ["", "## Put back before the checks ran", "",
+                  "Your notebook had replaced these; the checks ran with the originals:", ""]
+        lines += [f"- `{n}`" for n in row.restored[:30]]
+    if row.cell_errors:
+        lines += ["", "## Errors in your cells", ""] + [f"- {e}" for e in row.cell_errors]
+    if row.blocked:
+        lines += ["", "## Blocked by the grader", "",
+                  "Your notebook runs in a sandbox without a network, with only its own folder writable and a "
+                  "memory limit; it tried:", ""] + [f"- {b}" for b in row.blocked]
+    return "\n".join(lines) + "\n"
+
+
+def summary_table(rows: list[Row], elapsed: float | None = None, slowest: int = 3) -> str:
+    """A plain-text table (student, points, time, status), how long the class took and the slowest ones."""
+    width = max([len(r.student) for r in rows] + [7])
+    lines = [f"{'student':<{width}}  {'points':>11}  {'time':>6}  status"]
+    for r in sorted(rows, key=lambda r: r.student):
+        lines.append(f"{r.student:<{width}}  {_fmt(r.total) + ' / ' + _fmt(r.maximum):>11}  "
+                     f"{r.seconds:5.0f}s  {r.status}")
+    if elapsed is not None and rows:
+        graded = [r for r in rows if not r.status.startswith("not graded")]
+        lines.append("")
+        lines.append(f"{len(rows)} submissions ({len(graded)} ran) in {elapsed:.0f} s: "
+                     f"{60 * len(rows) / max(elapsed, 1e-9):.1f} per minute; sandbox: "
+                     f"{', '.join(sorted({r.sandbox for r in rows if r.sandbox})) or 'n/a'}")
+        top = sorted(graded, key=lambda r: -r.seconds)[:slowest]
+        if top:
+            lines.append("slowest: " + ", ".join(f"{r.student} ({r.seconds:.0f} s)" for r in top))
+    return "\n".join(lines)
+

@@ -1,0 +1,60 @@
+"""The lab being graded: the instructor's source (with hidden checks), the released student version made from
+it, its checks and points. Points, ids and hidden checks always come from here, never from a submission.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from xlalab.grading import assign
+
+@dataclass
+class Lab:
+    """The instructor's source of one lab and the released student version made from it."""
+
+    name: str
+    source_path: Path
+    source: Any
+    released: Any
+    checks: list[assign.Check]
+    url: str = assign.REPOSITORY_TOKEN
+
+    @property
+    def maximum(self) -> float:
+        return sum(c.points for c in self.checks)
+
+
+
+
+def _find_config_root(start: Path) -> Path | None:
+    for d in [start, *start.parents, Path.cwd(), Path(__file__).resolve().parents[2]]:
+        if (d / "_config.yml").exists():
+            return d
+    return None
+
+
+def load_lab(lab: str | Path, source: str | Path | None = None) -> Lab:
+    """The instructor source of ``lab`` (a name or a path to a solution notebook).
+
+    A name is looked up as ``<source>/<name>.ipynb``, where ``source`` defaults to ``solutions/`` in the
+    current folder, then next to this package.
+    """
+    path = Path(lab)
+    if not (path.suffix == ".ipynb" and path.exists()):
+        name = assign.lab_name(lab)
+        dirs = [Path(source)] if source else [Path("solutions"), Path(__file__).resolve().parents[2] / "solutions"]
+        for d in dirs:
+            if (d / f"{name}.ipynb").exists():
+                path = d / f"{name}.ipynb"
+                break
+        else:
+            raise FileNotFoundError(f"no instructor source for {lab!r} in " + ", ".join(map(str, dirs)))
+    nb = assign.read(path)
+    name = assign.lab_name(path)
+    root = _find_config_root(path.resolve().parent)
+    url = assign.repository_url(root) if root else assign.REPOSITORY_TOKEN
+    released = assign.student_notebook(nb, url, name)
+    return Lab(name, path, nb, released, assign.checks(nb), url)
+

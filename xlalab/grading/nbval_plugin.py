@@ -1,0 +1,166 @@
+"""A pytest plugin used by the grader (:mod:`xlalab.grading.run`): per-check results from nbval, and a kernel that dies is noticed.
+
+Loaded with ``-p xlalab.grading.nbval_plugin --xlalab-results PATH`` next to ``--nbval-lax``. It appends JSON lines
+to PATH as it goes (so a run killed half-way keeps what it had):
+
+- ``{"event": "collected", "cell": n, "id": cell_id, "check": id|null}`` for every nbval item, at collection
+  time, with the check id read from the item's cell metadata (``item.cell.metadata.xlalab.check``);
+- ``{"event": "kernel", "pid": pid}`` once the kernel has started (the grader kills it if the run overruns);
+- ``{"event": "result", "cell": n, "check": id|null, "phase": ..., "outcome": ..., "message": ...,
+  "duration": s}`` per phase that did not pass, and for the call phase always (``duration``: seconds the
+  cell ran).
+
+nbval 0.11 waits for a reply from a dead kernel until the cell timeout. This plugin wraps nbval's
+``RunningKernel.get_message`` so that it waits in one-second slices and raises :class:`KernelDied` as soon
+as the kernel process has exited; the following cells then fail at once with "Kernel dead on test start".
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import time
+from queue import Empty
+
+import pytest
+
+_ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
+_ERROR_LINE = re.compile(r"^(?:[\w.]+\.)?(\w*(?:Error|Exception|Interrupt|Exit|Failure)\w*|KernelDied)\b.*")
+
+
+class KernelDied(RuntimeError):
+    """The kernel process exited while nbval waited for it."""
+
+
+def _exit_text(km) -> str:
+    code = None
+    try:
+        code = km.provisioner.process.returncode  # jupyter_client >= 7 LocalProvisioner
+    except AttributeError:
+        pass
+    if code is None:
+        return "the kernel died"
+    if code < 0:
+        try:
+            name = signal.Signals(-code).name
+        except ValueError:
+            name = f"signal {-code}"
+        return f"the kernel died ({name})"
+    return f"the kernel died (exit code {code})"
+
+
+def _patch_nbval() -> None:
+    from nbval.kernel import RunningKernel
+
+    if getattr(RunningKernel.get_message, "_xlalab_patched", False):
+        return
+    original = RunningKernel.get_message
+
+    def get_message(self, stream, timeout=None):
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while True:
+            step = 1.0 if deadline is None else max(0.0, min(1.0, deadline - time.monotonic()))
+            try:
+                return original(self, stream, timeout=step)
+            except Empty:
+                km = getattr(self, "km", None)
+                if km is not None and not km.is_alive():
+                    raise KernelDied(_exit_text(km) + " while this cell ran") from None
+                if deadline is not None and time.monotonic() >= deadline:
+                    raise
+
+    get_message._xlalab_patched = True  # type: ignore[attr-defined]
+    RunningKernel.get_message = get_message
+
+
+def pytest_addoption(parser):
+    parser.getgroup("xlalab").addoption("--xlalab-results", default=None,
+                                        help="append per-cell results (JSON lines) to this file")
+
+
+def pytest_configure(config):
+    _patch_nbval()
+
+
+def _write(config, record: dict) -> None:
+    path = config.getoption("xlalab_results")
+    if not path:
+        return
+    with open(path, "a", encoding="utf-8") as f:
+        f.write(json.dumps(record) + "\n")
+        f.flush()
+        os.fsync(f.fileno())
+
+
+def _check_of(item) -> str | None:
+    cell = getattr(item, "cell", None)
+    if cell is None:
+        return None
+    meta = cell.get("metadata", {}).get("xlalab", {})
+    check = meta.get("check") if isinstance(meta, dict) else None
+    return check if isinstance(check, str) else None
+
+
+def pytest_collection_modifyitems(session, config, items):
+    for item in items:
+        check = _check_of(item)
+        item.user_properties.append(("xlalab_check", check))
+        _write(config, {"event": "collected", "cell": getattr(item, "cell_num", None),
+                        "id": getattr(getattr(item, "cell", None), "get", lambda k: None)("id"),
+                        "check": check})
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_call(item):
+    parent = getattr(item, "parent", None)
+    kernel = getattr(parent, "kernel", None)
+    if kernel is not None and not getattr(parent, "_xlalab_pid_written", False):
+        try:
+            pid = kernel.km.provisioner.process.pid
+        except AttributeError:
+            pid = None
+        if pid:
+            _write(item.config, {"event": "kernel", "pid": pid})
+        parent._xlalab_pid_written = True
+
+
+def failure_message(excinfo) -> str:
+    """One line saying why a cell failed: the exception's last traceback line, or the error itself."""
+    exc = excinfo.value
+    if isinstance(exc, KernelDied):
+        return str(exc)
+    inner = getattr(exc, "inner_traceback", None)
+    if "Timeout" in str(exc):
+        return _ANSI.sub("", str(exc)).strip()[:500]
+    if inner:
+        lines = [_ANSI.sub("", line).strip() for line in str(inner).splitlines()]
+        lines = [line for line in lines if line]
+        for line in reversed(lines):
+            if _ERROR_LINE.match(line):
+                return line.rstrip(":").strip()[:500]
+        if lines:
+            return lines[-1][:500]
+    text = _ANSI.sub("", str(exc)).strip().splitlines()
+    return (f"{type(exc).__name__}: {text[0]}" if text else type(exc).__name__)[:500]
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    outcome = yield
+    report = outcome.get_result()
+    if report.when != "call" and report.passed:
+        return
+    message = ""
+    if call.excinfo is not None and not report.passed:
+        try:
+            message = failure_message(call.excinfo)
+        except Exception as err:  # never let reporting break the run
+            message = f"(could not read the error: {err})"
+    cell = getattr(item, "cell", None)
+    _write(item.config, {"event": "result", "cell": getattr(item, "cell_num", None), "check": _check_of(item),
+                         "id": cell.get("id") if cell is not None else None,
+                         "phase": report.when, "outcome": report.outcome,
+                         "xfail": bool(getattr(report, "wasxfail", False)), "message": message,
+                         "duration": round(float(getattr(report, "duration", 0.0) or 0.0), 4)})

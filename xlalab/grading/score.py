@@ -1,0 +1,187 @@
+"""Scoring one run: per-check results, what the guard put back, errors of other cells, and the status.
+
+A check passes only if nbval passed its cell *and* the guard's log says it ended passed.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from xlalab.grading import assign
+from xlalab.grading.lab import Lab
+from xlalab.grading.run import RunOutcome
+
+STATUS_OK = "graded"
+GRADER_CELLS = ("xlalab-grader-init", "xlalab-grader-bind")
+
+
+@dataclass
+class CheckResult:
+    """One check of one submission: passed only if nbval passed its cell and the guard saw it pass."""
+
+    check: str
+    points: float
+    hidden: bool
+    passed: bool
+    message: str = ""
+
+    @property
+    def earned(self) -> float:
+        return self.points if self.passed else 0.0
+
+
+@dataclass
+class Row:
+    """One student's line of the gradebook, with what the feedback file needs."""
+
+    student: str
+    lab: str
+    maximum: float
+    checks: list[CheckResult] = field(default_factory=list)
+    status: str = STATUS_OK
+    tampering: list[str] = field(default_factory=list)
+    restored: list[str] = field(default_factory=list)
+    cell_errors: list[str] = field(default_factory=list)
+    seconds: float = 0.0
+    submission: str = ""
+    blocked: list[str] = field(default_factory=list)
+    sandbox: str = ""
+    notebook_seconds: float = 0.0   # the run under nbval (pytest start, kernel, cells, teardown)
+    cells_seconds: float = 0.0      # the notebook's own cells (the lab's, the student's, the checks)
+    cpu_seconds: float = 0.0        # CPU time of the run (pytest, kernel; exact when one run at a time)
+
+    @property
+    def total(self) -> float:
+        return sum(c.earned for c in self.checks)
+
+    def points(self) -> dict[str, float]:
+        return {c.check: c.earned for c in self.checks}
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> "Row":
+        known = {k: v for k, v in data.items() if k in cls.__dataclass_fields__}
+        known["checks"] = [CheckResult(**c) for c in known.get("checks", [])]
+        return cls(**known)
+
+
+def zero_row(lab: Lab, student: str, status: str, submission: str = "") -> Row:
+    """A row with 0 points on every check (a submission that was not graded), with the reason."""
+    checks = [CheckResult(c.check, c.points, c.hidden, False, "not graded") for c in lab.checks]
+    return Row(student, lab.name, lab.maximum, checks, status=status, submission=submission)
+
+
+# What the jail refused, read from the errors of the student's cells (only where the error says so).
+_BLOCKED = [
+    (re.compile(r"Errno (101|111|113|-2|-3|-5)\b|Network is unreachable|Connection refused|"
+                r"Temporary failure in name resolution|Name or service not known|gaierror"),
+     "to open a network connection (the notebook runs without a network)"),
+    (re.compile(r"Errno 30\b|Read-only file system"), "to write outside its work folder (read-only)"),
+    (re.compile(r"FileNotFoundError.*?'(/[^']*)'"), "to use {0} (outside its work folder: not in the sandbox)"),
+    (re.compile(r"MemoryError|Unable to allocate|std::bad_alloc|Cannot allocate memory"),
+     "to use memory beyond the limit of {memory}"),
+]
+
+
+def blocked_notes(errors: list[str], *, sandbox_on: bool, memory_gb: float, work: str = "") -> list[str]:
+    """What the grader's limits or jail refused, as far as the cells' errors tell (``work``: the work folder,
+    where a missing file is the notebook's own business)."""
+    notes: list[str] = []
+    for err in errors:
+        for pattern, text in _BLOCKED:
+            m = pattern.search(err)
+            if not m or (not sandbox_on and "memory" not in text):
+                continue
+            if m.groups() and work and m.group(1).startswith(work.rstrip("/") + "/"):
+                continue
+            note = text.format(*m.groups(), memory=f"{memory_gb:g} GB") if m.groups() else \
+                text.format(memory=f"{memory_gb:g} GB")
+            if note not in notes:
+                notes.append(note)
+            break
+    return notes
+
+
+
+def score(lab: Lab, outcome: RunOutcome, timeout: float) -> tuple[list[CheckResult], list[str], list[str], str]:
+    """Per-check results, notes of what the guard restored, errors of other cells, and the status."""
+    lab_setup_id = next((c.get("id") for c in lab.released.cells if assign.xmeta(c).get("setup")), None)
+    results = {}
+    other_errors: list[str] = []
+    died = None
+    for rec in outcome.plugin:
+        if rec.get("event") != "result":
+            continue
+        if rec.get("check"):
+            prev = results.get(rec["check"])
+            # A failure in any phase wins over a pass.
+            if prev is None or prev.get("outcome") == "passed":
+                results[rec["check"]] = rec
+        elif rec.get("outcome") != "passed" and rec.get("phase") == "call":
+            where = f"cell `{rec['id']}`" if rec.get("id") else f"code cell {rec.get('cell')}"
+            other_errors.append(f"{where}: {rec.get('message') or rec.get('outcome')}")
+        if "the kernel died" in (rec.get("message") or "") and died is None:
+            died = rec["message"].replace(" while this cell ran", "")
+            if "SIGKILL" in died:
+                died = died.replace("(SIGKILL)", "(SIGKILL: killed, e.g. for using too much memory)")
+    setup_failed = None
+    for rec in outcome.plugin:
+        if rec.get("event") == "result" and rec.get("outcome") != "passed" and rec.get("id") in GRADER_CELLS:
+            setup_failed = f"the grader could not set up the kernel ({rec.get('message') or 'failed'})"
+            break
+        if rec.get("event") == "result" and rec.get("outcome") != "passed" and rec.get("id") == lab_setup_id:
+            setup_failed = f"the lab's setup cell failed ({rec.get('message') or 'failed'})"
+            break
+    guard_end = {r["check"]: r for r in outcome.guard if r.get("event") == "end" and "check" in r}
+    guard_start = {r["check"]: r for r in outcome.guard if r.get("event") == "start" and "check" in r}
+    restored: list[str] = []
+    for rec in outcome.guard:
+        for note in rec.get("notes") or []:
+            if note not in restored:
+                restored.append(note)
+    checks = []
+    for check in lab.checks:
+        rec, end = results.get(check.check), guard_end.get(check.check)
+        nb_pass = rec is not None and rec.get("phase") == "call" and rec.get("outcome") == "passed"
+        passed = bool(nb_pass and end is not None and end.get("passed") is True)
+        if passed:
+            message = ""
+        elif setup_failed and end is None:
+            message = f"did not run: {setup_failed}"
+        elif end is not None and end.get("passed") is False:
+            message = end.get("message") or "failed"
+            if message.startswith("KeyboardInterrupt") and rec is not None and "Timeout" in rec.get("message", ""):
+                message = rec["message"]
+        elif rec is not None and rec.get("outcome") != "passed":
+            message = rec.get("message") or rec.get("outcome", "failed")
+            if message == "RuntimeError: Kernel dead on test start":
+                message = "did not run: the kernel had died in an earlier cell"
+            elif rec.get("xfail") and rec.get("outcome") == "skipped":
+                message = "did not run normally: an earlier cell timed out"
+        elif rec is not None and nb_pass and check.check in guard_start:
+            message = "the check did not finish"
+        elif rec is not None and nb_pass:
+            message = "the check's code did not run (was the cell transformed?)"
+        elif outcome.timed_out:
+            message = f"did not run: the notebook reached the time limit ({timeout:g} s)"
+        else:
+            message = "did not run"
+        checks.append(CheckResult(check.check, check.points, check.hidden, passed, message))
+    status = STATUS_OK
+    flags = []
+    if setup_failed:
+        flags.append(setup_failed)
+    if outcome.timed_out:
+        flags.append(f"time limit {timeout:g} s reached")
+    if died:
+        flags.append(died)
+    if not any(r.get("event") == "result" for r in outcome.plugin) and not outcome.timed_out:
+        flags.append("nbval did not run (see the grader log)")
+    if flags:
+        status += "; " + "; ".join(flags)
+    return checks, restored, other_errors[:10], status
+

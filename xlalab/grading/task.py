@@ -1,0 +1,83 @@
+"""One submission, end to end (read, build, run in the sandbox, score): the task every engine runs.
+
+:func:`grade_one` never raises and never writes outside its temporary folder: it returns the :class:`Row`, and
+only the client (:mod:`xlalab.grading.gradebook`) writes the gradebook and feedback.
+"""
+
+from __future__ import annotations
+
+import resource
+import secrets
+import shutil
+import tempfile
+import time
+from pathlib import Path
+
+from xlalab.grading import sandbox as sandbox_mod
+from xlalab.grading.build import build_graded
+from xlalab.grading.lab import Lab
+from xlalab.grading.run import run_notebook
+from xlalab.grading.score import GRADER_CELLS, Row, blocked_notes, score, zero_row
+from xlalab.grading.submissions import Unreadable, read_submission
+
+
+def _children_cpu() -> float:
+    """CPU seconds (user + system) of the ended child processes of this process (pytest, kernel, jail)."""
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+def grade_one(lab: Lab, student: str, path: Path, *, cell_timeout: float = 600, timeout: float = 1800,
+              memory_gb: float = 8, env: dict[str, str | None] | None = None, keep: bool = False,
+              sandbox: sandbox_mod.Sandbox | str = "auto") -> Row:
+    """Grade one submission; never raises (a grader error becomes the row's status).
+
+    ``env`` adds (or, with a value of None, removes) environment variables of the grading process,
+    e.g. ``{"XLALAB_PROFILE": "tiny"}``; ``keep`` leaves the temporary folder for debugging; ``sandbox`` is a
+    :class:`~xlalab.grading.sandbox.Sandbox` or a mode ("auto", "bwrap", "none").
+    """
+    start = time.monotonic()
+    row = Row(student, lab.name, lab.maximum, submission=str(path))
+    tmp = None
+    try:
+        box = sandbox if isinstance(sandbox, sandbox_mod.Sandbox) else sandbox_mod.resolve(sandbox)
+        row.sandbox = box.kind
+        try:
+            sub = read_submission(Path(path), lab)
+        except Unreadable as err:
+            zero = zero_row(lab, student, f"not graded: {err}", str(path))
+            row.checks, row.status = zero.checks, zero.status
+            return row
+        tmp = Path(tempfile.mkdtemp(prefix="xlalab-grade-"))
+        work, priv = tmp / "work", tmp / "priv"
+        work.mkdir()
+        priv.mkdir()
+        nb_path = work / f"{lab.name}.ipynb"
+        nonce = secrets.token_hex(8)
+        graded, row.tampering = build_graded(lab, sub, nonce, priv / "guard.jsonl", nb_path)
+        t0, cpu0 = time.monotonic(), _children_cpu()
+        outcome = run_notebook(graded, work, priv, nb_path, cell_timeout=cell_timeout, timeout=timeout,
+                               memory_gb=memory_gb, env=env, sandbox=box)
+        row.notebook_seconds = time.monotonic() - t0
+        row.cpu_seconds = outcome.cpu_seconds if outcome.cpu_seconds is not None else _children_cpu() - cpu0
+        row.cells_seconds = sum(float(r.get("duration") or 0) for r in outcome.plugin
+                                if r.get("event") == "result" and r.get("phase") == "call"
+                                and r.get("id") not in GRADER_CELLS)
+        row.checks, row.restored, row.cell_errors, row.status = score(lab, outcome, timeout)
+        row.blocked = blocked_notes(row.cell_errors + [c.message for c in row.checks if not c.passed],
+                                    sandbox_on=box.on, memory_gb=memory_gb, work=str(work))
+        for cmd in outcome.leftover[:3]:
+            row.blocked.append(f"to leave a process running after the notebook ended (it ended with the "
+                               f"sandbox): `{cmd[:100]}`")
+        if row.tampering:
+            row.status += "; tampered"
+        if row.restored:
+            row.status += "; guard restored " + str(len(row.restored))
+    except Exception as err:  # the grader itself failed on this submission: record it, go on
+        row.checks = zero_row(lab, student, "").checks
+        row.status = f"not graded: grader error ({type(err).__name__}: {str(err)[:200]})"
+    finally:
+        row.seconds = time.monotonic() - start
+        if tmp is not None and not keep:
+            shutil.rmtree(tmp, ignore_errors=True)
+    return row
