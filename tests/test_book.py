@@ -163,6 +163,33 @@ def test_toc_pages_were_built(built_book: dict[str, float]) -> None:
     assert not missing, f"pages in _toc.yml missing from the build: {missing}"
 
 
+def test_xla_hlo_item1_counts_agree(built_book: dict[str, float]) -> None:
+    """Issue 12, item 1: in the built xla_hlo page, the op-by-op count by hand of relu(x * y + 1) on two
+    float32[4, 8] arrays is 3 kernels and 7 x 128 bytes, and xlalab.hlo.summary's count of the unoptimized HLO
+    exceeds it by exactly the two broadcasts: one kernel each, and 4 + 128 + 128 bytes each (a scalar read, an
+    array written, that array read by its consumer). Counts, not timings: they hold whatever the machine."""
+    import re
+
+    text = html.unescape(re.sub(r"<[^>]+>", " ", (HTML / "book" / "xla_hlo.html").read_text()))
+    text = re.sub(r"\s+", " ", text)
+
+    def row(label: str) -> tuple[int, int]:
+        m = re.search(re.escape(label) + r"[^|]*? (\d[\d,]*) (\d[\d,]*) ", text)
+        assert m, f"no table row starting {label!r} in book/xla_hlo.html"
+        return int(m.group(1).replace(",", "")), int(m.group(2).replace(",", ""))
+
+    array = 4 * 8 * 4
+    hand_kernels, hand_bytes = row("by hand, op by op (scalars passed as arguments)")
+    tool_kernels, tool_bytes = row("xlalab.hlo.summary of the HLO before optimization")
+    diff_kernels, diff_bytes = row("difference: the broadcast kernels")
+    assert (hand_kernels, hand_bytes) == (3, 7 * array), "multiply reads 2 arrays, add and maximum 1 each, 3 writes"
+    assert diff_kernels == 2, "relu(x * y + 1) has two scalar constants (1 and 0), so two broadcasts"
+    assert (tool_kernels, tool_bytes) == (hand_kernels + diff_kernels, hand_bytes + diff_bytes)
+    assert diff_bytes == diff_kernels * (4 + 2 * array), "each broadcast: 4-byte scalar in, array out, array read"
+    assert f"moving {tool_bytes:,} bytes" in text and f"{hand_bytes:,} bytes by hand" in text, \
+        "the prose of the HLO section states other figures than the table"
+
+
 # ---------------------------------------------------------------------------------------------
 # A minimal Chrome DevTools Protocol client over --remote-debugging-pipe.
 
