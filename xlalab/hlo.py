@@ -57,9 +57,9 @@ FAKE_GPU_ENV = "XLALAB_FAKE_GPU"
 CORPUS_DIR = Path(__file__).resolve().parent.parent / "tests" / "data" / "hlo"
 # Recorded XLA:GPU modules (files of CORPUS_DIR, sources in its README) standing in for a GPU compile.
 FAKE_GPU_MODULES = {
-    "conv": "gpu_cudnn_conv_triton_gemm.txt",
+    "conv": "gpu_cudnn_conv_custom_call.txt",
     "gemm": "gpu_cublas_gemm.txt",
-    "elementwise": "gpu_loop_input_fusions.txt",
+    "elementwise": "gpu_loop_fusion.txt",
 }
 
 
@@ -77,7 +77,8 @@ def fake_gpu_module(category: str) -> str:
     """A real XLA:GPU module text from the recorded corpus for a program of ``category``.
 
     ``"conv"``: a module with a cuDNN convolution custom-call; ``"gemm"``: one with a cuBLAS GEMM
-    custom-call; ``"elementwise"``: one made of loop and input (reduction) fusions.
+    custom-call; ``"elementwise"``: one made of a loop fusion. The texts come from XLA's own GPU tests
+    (sources in ``tests/data/hlo/README.md``); their shapes are not the program's.
     """
     if category not in FAKE_GPU_MODULES:
         raise ValueError(f"category={category!r}; expected one of {tuple(FAKE_GPU_MODULES)}")
@@ -415,9 +416,15 @@ class Instruction:
     def backend_kind(self) -> str:
         """The GPU backend's fusion kind from ``backend_config`` (``"__triton_gemm"``, ``"__triton"``,
         ``"__cudnn$fusion"``, ...), or ``""``."""
-        if "fusion_backend_config" not in self.attrs.get("backend_config", ""):
+        raw = self.attrs.get("backend_config", "")
+        if "fusion_backend_config" not in raw:
             return ""
-        return str(self.backend_config.get("fusion_backend_config", {}).get("kind", ""))
+        kind = self.backend_config.get("fusion_backend_config", {}).get("kind")
+        if kind:
+            return str(kind)
+        # XLA's parser also accepts unquoted keys and trailing commas, which JSON does not.
+        m = re.search(r'fusion_backend_config"?\s*:\s*\{[^{}]*?"?kind"?\s*:\s*"([^"]+)"', raw)
+        return m.group(1) if m else ""
 
     @property
     def known_trip_count(self) -> int | None:
@@ -480,7 +487,7 @@ _COMMENT = re.compile(r"/\*.*?\*/")
 _INSTR = re.compile(r"^\s*(ROOT\s+)?%?([A-Za-z0-9_.\-$]+)\s*=\s*(.*)$")
 _RHS_START = re.compile(r"(\(|[a-z][a-z0-9]*\[|(?:token|opaque)\s+[a-z]|[a-z][a-z0-9\-_]*\()")
 _HEADER = re.compile(r"^\s*(ENTRY\s+)?%?([^\s(={}]+)\s*(\(.*\)\s*->\s*.*?)?\s*(,\s*execution_thread=\"([^\"]*)\"\s*)?\{\s*$")
-_CLOSER = re.compile(r"^\}\s*(,\s*execution_thread=\"[^\"]*\"\s*)?(//.*)?$")
+_CLOSER = re.compile(r"^\}\s*(,\s*execution_thread=\"(?P<thread>[^\"]*)\"\s*)?(//.*)?$")
 _OPCODE = re.compile(r"\s*([a-z][a-z0-9\-_]*)\(")
 _CALL_ATTRS = ("calls", "to_apply", "body", "condition", "true_computation", "false_computation",
                "branch_computations", "called_computations", "scatter", "select", "comparator")
@@ -610,8 +617,10 @@ def parse(text: str) -> Module:
                                       execution_thread=hm.group(5) or "")
                 shapes = {}
             continue  # module attributes continued over lines, stray text between computations
-        if _CLOSER.match(stripped):
+        closer = _CLOSER.match(stripped)
+        if closer:
             flush()
+            current.execution_thread = closer.group("thread") or current.execution_thread
             if current.name in module.computations:
                 raise ValueError(f"computation {current.name} defined twice")
             module.computations[current.name] = current
@@ -999,6 +1008,10 @@ class MatrixOp:
     computation: str
 
 
+# Opcodes that are matrix products or convolutions (a ``scaled-dot`` is a product with block scales).
+MATRIX_OPCODES = frozenset({"dot", "convolution", "scaled-dot", "ragged-dot", "sparse-dot"})
+
+
 def _int_list(text: str) -> list[int]:
     return [int(d) for d in re.findall(r"-?\d+", text)]
 
@@ -1053,7 +1066,7 @@ def _library_op(module: Module, comp: Computation, inst: Instruction) -> MatrixO
         impl = "cublaslt" if target.startswith("__cublas$lt") else \
             "onednn" if "onednn" in target else "cublas"
         cfg = inst.backend_config
-        dnums = (cfg.get("gemm_backend_config") or {}).get("dot_dimension_numbers") or {}
+        dnums = (cfg.get("gemm_backend_config") or cfg).get("dot_dimension_numbers") or {}
         contracting = [int(d) for d in dnums.get("lhs_contracting_dimensions", [])]
         if not contracting and len(lhs.dims) >= 1:
             contracting = [len(lhs.dims) - 1]
@@ -1075,7 +1088,7 @@ def _inner_op(module: Module, body: Computation | None, inner: Instruction, laun
               comp: Computation, impl: str) -> MatrixOp:
     lhs = _shape_of(body, inner.operands[0]) if inner.operands else Shape()
     rhs = _shape_of(body, inner.operands[1]) if len(inner.operands) > 1 else Shape()
-    if inner.opcode == "dot":
+    if inner.opcode != "convolution":
         flops = _dot_flops(lhs, inner.shape, _int_list(inner.attrs.get("lhs_contracting_dims", "")))
         kind = "dot"
     else:
@@ -1105,7 +1118,7 @@ def _fusion_matrix_ops(module: Module, comp: Computation, launcher: Instruction,
         seen.add(cname)
         body = module.computations[cname]
         for inner in body:
-            if inner.opcode in ("dot", "convolution"):
+            if inner.opcode in MATRIX_OPCODES:
                 out.append(_inner_op(module, body, inner, launcher, comp, impl))
             elif inner.opcode in ("fusion", "fusion-start", "call"):
                 stack.extend(inner.called)
@@ -1143,7 +1156,7 @@ def matrix_ops(module_or_text: Module | str) -> list[MatrixOp]:
             fusion = _fusion_of(module, inst)
             if fusion is not None:
                 out += _fusion_matrix_ops(module, comp, inst, fusion)
-            elif target.opcode in ("dot", "convolution"):
+            elif target.opcode in MATRIX_OPCODES:
                 body = module.computations.get(inst.called[0]) if wrapped is not None else comp
                 out.append(_inner_op(module, body, target, inst, comp, "xla"))
             elif target.opcode in ("custom-call", "custom-call-start"):
