@@ -24,12 +24,16 @@ What :func:`summary` counts:
   with ``E(bits)``, as XLA stores it). Not counted: the trailing ``s8``/``u8`` workspace element of a
   cuBLAS/cuDNN custom-call's result. A ``slice``, ``dynamic-slice`` or ``gather`` is charged what it
   reads (its output and its indices), not its whole operand, and so is a fusion parameter that is read
-  only through them. An async operation's data is counted once. An unbounded dynamic dimension makes a
-  launch's bytes unknown (``None``); a bounded one (``<=8``) counts its bound.
+  only through them (a ``dynamic-update-slice`` is still charged its whole operand and result, which an
+  in-place update does not move). An async operation's data is counted once. An unbounded dynamic
+  dimension makes a launch's bytes unknown (``None``, counted in ``bytes_unknown``); a bounded one
+  (``<=8``) counts its bound.
 * **Per step**: ``kernels``, ``kernel_list`` and ``bytes_moved`` count each launch site once (a loop
   body once, every branch of a conditional once). ``per_step`` is one run of the entry: a ``while``
   body (and condition) multiplied by the loop's ``known_trip_count``, and for a ``conditional`` its
-  costliest branch; ``loops`` and ``conditionals`` give the per-iteration and per-branch figures.
+  costliest branch (``per_step["exact"]`` is False when a loop has no known trip count, when branches
+  differ, or when some bytes are unknown); ``loops`` and ``conditionals`` give the per-iteration and
+  per-branch figures.
 
 Without a GPU, set ``XLALAB_FAKE_GPU`` to a device name (``"NVIDIA A100-SXM4-40GB"``): ``hlo_text(...,
 stage="optimized_hlo")`` then compiles the program on the CPU (so errors still surface) and returns a
@@ -82,10 +86,16 @@ def fake_gpu_module(category: str) -> str:
     """
     if category not in FAKE_GPU_MODULES:
         raise ValueError(f"category={category!r}; expected one of {tuple(FAKE_GPU_MODULES)}")
-    path = CORPUS_DIR / FAKE_GPU_MODULES[category]
-    if not path.exists():
-        raise FileNotFoundError(f"{path} is missing: the fake-GPU hook needs the repository's tests/data/hlo")
-    return path.read_text()
+    # The corpus lives in the repository, next to the package (an installed copy looks in the working
+    # directory and its parents, or in $XLALAB_HLO_CORPUS).
+    places = [Path(os.environ["XLALAB_HLO_CORPUS"])] if os.environ.get("XLALAB_HLO_CORPUS") else []
+    places += [CORPUS_DIR] + [d / "tests" / "data" / "hlo" for d in (Path.cwd(), *Path.cwd().parents)]
+    for directory in places:
+        path = directory / FAKE_GPU_MODULES[category]
+        if path.exists():
+            return path.read_text()
+    raise FileNotFoundError(f"{FAKE_GPU_MODULES[category]} not found in {CORPUS_DIR}: the fake-GPU hook needs "
+                            "the repository's tests/data/hlo (or XLALAB_HLO_CORPUS pointing at a copy)")
 
 
 def program_category(module_or_text: "Module | str") -> str:
@@ -486,7 +496,8 @@ _COMMENT = re.compile(r"/\*.*?\*/")
 # attribute (``kind=kLoop, calls=f``) has no shape or opcode after its ``=``.
 _INSTR = re.compile(r"^\s*(ROOT\s+)?%?([A-Za-z0-9_.\-$]+)\s*=\s*(.*)$")
 _RHS_START = re.compile(r"(\(|[a-z][a-z0-9]*\[|(?:token|opaque)\s+[a-z]|[a-z][a-z0-9\-_]*\()")
-_HEADER = re.compile(r"^\s*(ENTRY\s+)?%?([^\s(={}]+)\s*(\(.*\)\s*->\s*.*?)?\s*(,\s*execution_thread=\"([^\"]*)\"\s*)?\{\s*$")
+_HEADER = re.compile(r"^\s*(ENTRY\s+)?%?([^\s(={}]+)\s*(\(.*\)\s*->\s*.*?)?\s*"
+                     r"(,\s*execution_thread=\"([^\"]*)\"\s*)?\{\s*$")
 _CLOSER = re.compile(r"^\}\s*(,\s*execution_thread=\"(?P<thread>[^\"]*)\"\s*)?(//.*)?$")
 _OPCODE = re.compile(r"\s*([a-z][a-z0-9\-_]*)\(")
 _CALL_ATTRS = ("calls", "to_apply", "body", "condition", "true_computation", "false_computation",
@@ -665,7 +676,6 @@ _ASYNC_START = re.compile(r"^(?P<base>[a-z\-]+)-start$")
 _WORKSPACE_TARGETS = re.compile(r"^__(cublas|cudnn|hipblas|miopen|rocblas)")
 # Opcodes that read only the part of their first operand that they output.
 PARTIAL_READ = frozenset({"slice", "dynamic-slice", "gather"})
-_VIEW_OPCODES = frozenset({"bitcast", "reshape", "get-tuple-element"})
 
 
 def _is_async_start(inst: Instruction) -> bool:
@@ -770,7 +780,7 @@ def _partial_reads(module: Module, fusion: Instruction) -> dict[int, int | None]
         while frontier and ok:
             name = frontier.pop()
             for user in users.get(name, []):
-                if user.opcode in _VIEW_OPCODES and user.opcode != "get-tuple-element":
+                if user.opcode in ("bitcast", "reshape"):
                     frontier.append(user.name)
                 elif user.opcode in PARTIAL_READ and user.operands and user.operands[0] == name and \
                         name not in user.operands[1:]:
