@@ -42,6 +42,8 @@ RESULT_KEYS = ("workload", "case", "mode", "correct", "skipped", "first_call_s",
                "throughput", "throughput_unit", "speedup_vs_graph", "speedup_ci", "achieved_gbps",
                "achieved_tflops", "roofline_fraction", "fusions", "kernels")
 XLA_MODES = ("xla", "xla_mixed")
+# MatrixOp.impl values (xlalab.hlo.matrix_ops) of a product or convolution fused with other operations.
+FUSED_IMPLS = ("fusion", "triton")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -130,15 +132,21 @@ def _hlo_summary(runner: W.Runner) -> dict[str, Any] | None:
     from . import hlo
 
     try:
-        s = hlo.summary(hlo.hlo_text(runner.fn, *runner.args, stage="optimized_hlo"))
+        module = hlo.parse(hlo.hlo_text(runner.fn, *runner.args, stage="optimized_hlo"))
+        s = hlo.summary(module)
+        mats = hlo.matrix_ops(module)
     except Exception as exc:  # noqa: BLE001 - record why, keep the run going
         return {"error": f"{type(exc).__name__}: {str(exc)[:200]}"}
     out = {k: s[k] for k in ("fusions", "fusions_by_kind", "kernels", "ops_by_opcode", "fused_ops_by_opcode",
                              "bytes_moved", "instructions")}
-    # What the step's matmuls and convolutions became: fused with their neighbours, or launched on their own.
-    for op in ("convolution", "dot", "custom-call"):
-        out[f"{op}_standalone"] = s["ops_by_opcode"].get(op, 0)
-        out[f"{op}_fused"] = s["fused_ops_by_opcode"].get(op, 0)
+    # What the step's matmuls and convolutions became, whatever the backend (xlalab.hlo.matrix_ops): fused
+    # with their neighbours (inside an XLA fusion, or a Triton GEMM fusion), or launched on their own (a bare
+    # dot/convolution, a cuBLAS/cuDNN/oneDNN call).
+    out["matrix_ops"] = [{"name": m.name, "kind": m.kind, "impl": m.impl, "flops": m.flops} for m in mats]
+    for kind in ("dot", "convolution"):
+        of_kind = [m for m in mats if m.kind == kind]
+        out[f"{kind}_fused"] = sum(m.impl in FUSED_IMPLS for m in of_kind)
+        out[f"{kind}_standalone"] = len(of_kind) - out[f"{kind}_fused"]
     return out
 
 
@@ -631,9 +639,11 @@ def table(doc: dict[str, Any]) -> str:
         if "fusions" not in h:
             continue
         kinds = ", ".join(f"{k} {v}" for k, v in sorted(h["fusions_by_kind"].items()))
-        alone = ", ".join(f"{h[f'{op}_standalone']} {op}" for op in ("convolution", "dot", "custom-call")
-                          if h[f"{op}_standalone"])
-        fused = ", ".join(f"{h[f'{op}_fused']} {op}" for op in ("convolution", "dot", "custom-call") if h[f"{op}_fused"])
+        alone = ", ".join(f"{h[f'{op}_standalone']} {op}" for op in ("convolution", "dot") if h.get(f"{op}_standalone"))
+        fused = ", ".join(f"{h[f'{op}_fused']} {op}" for op in ("convolution", "dot") if h.get(f"{op}_fused"))
+        impls = sorted({m["impl"] for m in h.get("matrix_ops", [])})
+        if impls:
+            fused += f" (implementations: {', '.join(impls)})"
         lines.append(f"  {r['workload']}/{r['case']} {r['mode']}: {h['fusions']} fusions ({kinds or 'none'}), "
                      f"{h['kernels']} kernels; on their own: {alone or 'nothing'}; inside fusions: {fused or 'nothing'}; "
                      f"{h['ops_by_opcode'].get('copy', 0)} copies")
