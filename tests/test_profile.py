@@ -42,6 +42,13 @@ def test_capture_writes_an_xspace_under_the_logdir(graph_profile):
     assert "framework_op_stats" in profile.tool_names(graph_profile)
 
 
+def test_from_logdir_finds_the_same_capture(graph_profile):
+    again = profile.from_logdir(graph_profile.logdir, steps=STEPS)
+    assert again.run_dir == graph_profile.run_dir and again.xspace == graph_profile.xspace
+    with pytest.raises(FileNotFoundError):
+        profile.from_logdir(graph_profile.run_dir, steps=STEPS)
+
+
 def test_step_markers_give_one_time_per_step(graph_profile):
     times = profile.step_times_ms(graph_profile)
     assert len(times) == STEPS

@@ -118,6 +118,19 @@ def capture(fn: Callable, *args: Any, steps: int = 3, warmup: int = 1, logdir: s
     return Profile(logdir, run_dir, sorted(glob.glob(os.path.join(run_dir, "*.xplane.pb"))), steps, label)
 
 
+def from_logdir(logdir: str | os.PathLike, steps: int, label: str = STEP) -> Profile:
+    """The newest capture under ``logdir`` (written by ``tf.profiler.experimental.start(logdir)``/``stop()``).
+
+    ``steps`` is how many steps the capture holds (the per-step figures divide by it); ``label`` is the name
+    of its step markers (``tf.profiler.experimental.Trace(label, step_num=i, _r=1)``).
+    """
+    runs = sorted(glob.glob(os.path.join(str(logdir), "plugins", "profile", "*")))
+    runs = [r for r in runs if glob.glob(os.path.join(r, "*.xplane.pb"))]
+    if not runs:
+        raise FileNotFoundError(f"no capture (plugins/profile/<run>/*.xplane.pb) under {logdir}")
+    return Profile(str(logdir), runs[-1], sorted(glob.glob(os.path.join(runs[-1], "*.xplane.pb"))), steps, label)
+
+
 def tool_names(prof: Profile) -> list[str]:
     """The converter tools that have data in this capture (e.g. ``["trace_viewer@", "framework_op_stats", ...]``)."""
     from xprof.convert import raw_to_tool_data
