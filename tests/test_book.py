@@ -338,7 +338,7 @@ def _js_errors(events: list[dict], origin: str) -> tuple[list[str], list[str]]:
     Errors: uncaught exceptions, and resources of this server that failed to load (a broken asset).
     Notes, reported but not failed: console.error messages that the themes log by design (for example
     pydata-sphinx-theme's "Got invalid theme mode" on a first visit) and resources from other hosts, which
-    cannot load offline (MathJax from its CDN).
+    cannot load offline (none is expected: the book ships MathJax in _static/mathjax).
     """
     errors, notes = [], []
     for e in events:
