@@ -365,7 +365,7 @@ def _js_errors(events: list[dict], origin: str) -> tuple[list[str], list[str]]:
     Errors: uncaught exceptions, and resources of this server that failed to load (a broken asset).
     Notes, reported but not failed: console.error messages that the themes log by design (for example
     pydata-sphinx-theme's "Got invalid theme mode" on a first visit) and resources from other hosts, which
-    cannot load offline (MathJax from its CDN).
+    cannot load offline (none is expected: the book ships MathJax in _static/mathjax).
     """
     errors, notes = [], []
     for e in events:
@@ -384,10 +384,44 @@ def _js_errors(events: list[dict], origin: str) -> tuple[list[str], list[str]]:
     return errors, notes
 
 
+MATH_JS = r"""
+(async () => {
+  // Sphinx wraps every formula in an element of class "math" (inline \( \), display \[ \]); MathJax replaces
+  // its text by an <mjx-container>. Wait for MathJax to load and finish its first typesetting pass.
+  const math = document.querySelectorAll('.math');
+  const deadline = Date.now() + 30000;
+  const ready = () => window.MathJax && MathJax.startup && MathJax.startup.promise;
+  while (math.length && !ready() && Date.now() < deadline) await new Promise(r => setTimeout(r, 100));
+  if (ready()) await MathJax.startup.promise;
+  const untypeset = Array.from(math).filter(el => !el.querySelector('mjx-container'))
+                         .map(el => el.textContent.trim().slice(0, 60));
+  // Visible prose only: code (where a backslash-parenthesis can be Python or a regex) and MathJax output out.
+  const main = (document.querySelector('main') || document.body).cloneNode(true);
+  main.querySelectorAll('pre, code, script, style, mjx-container, .highlight').forEach(el => el.remove());
+  const text = main.textContent;
+  const raw = [];
+  for (const m of text.matchAll(/\\[(\[]/g)) raw.push(text.slice(Math.max(0, m.index - 20), m.index + 40));
+  return {math: math.length, typeset: document.querySelectorAll('mjx-container').length,
+          mathjax: !!ready(), untypeset: untypeset, raw: raw};
+})()
+"""
+
+
+def _math_problems(report: dict) -> list[str]:
+    """What is wrong with a page's math, from :data:`MATH_JS`'s report (empty: typeset, or no math)."""
+    problems = []
+    if (report["math"] or report["raw"]) and not report["mathjax"]:
+        problems.append("MathJax did not load (offline: it must come from the book's own _static/mathjax)")
+    problems += [f"formula not typeset: {t!r}" for t in report["untypeset"][:5]]
+    problems += [f"raw TeX left in the text: ...{t!r}..." for t in report["raw"][:5]]
+    return problems
+
+
 def test_pages_load_without_errors_and_images_decode(browser: Chromium, server: str) -> None:
     pages = toc_pages()
     assert pages, "no pages found in _toc.yml"
     problems, notes, shots = [], [], []
+    math_pages: dict[str, int] = {}     # page -> MathJax containers typeset on it
     SCREENSHOTS.mkdir(parents=True, exist_ok=True)
     wanted_shots = {pages[0], "book/fusion.html", "book/claims.html"}
     for page in pages:
@@ -401,13 +435,19 @@ def test_pages_load_without_errors_and_images_decode(browser: Chromium, server: 
         for img in browser.evaluate(IMAGES_JS, await_promise=True) or []:
             if not img["decoded"] or img["width"] <= 0:
                 problems.append(f"{page}: image not decoded: {img['src']}")
+        math = browser.evaluate(MATH_JS, await_promise=True)
+        problems += [f"{page}: {p}" for p in _math_problems(math)]
+        if math["math"]:
+            math_pages[page] = math["typeset"]
         if page in wanted_shots:
             path = SCREENSHOTS / (page.replace("/", "_").removesuffix(".html") + ".png")
             browser.screenshot(path)
             shots.append(path)
     print(f"{len(pages)} pages checked; {len(notes)} console notes (not failures), e.g.:", *sorted(set(
         n.split(": ", 1)[1] for n in notes))[:5], sep="\n  ")
+    print(f"math typeset on {len(math_pages)} pages:", ", ".join(f"{p} ({n})" for p, n in math_pages.items()))
     assert not problems, f"{len(problems)} problems in the browser:\n" + "\n".join(problems[:40])
+    assert math_pages, "no page has math (class 'math'): the typesetting check checked nothing"
     assert len(shots) >= 3 or len(shots) == len(wanted_shots & set(pages)), shots
     for path in shots:
         assert path.stat().st_size > 10_000, f"screenshot {path} looks empty"

@@ -1,0 +1,117 @@
+"""xlalab.profile on traces captured here: a tiny function in graph and XLA modes (seconds on a CPU)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import tensorflow as tf
+
+from xlalab import hlo, profile
+
+pytest.importorskip("xprof")
+
+STEPS = 3
+
+
+def _step(x):
+    """float32[64, 64] -> float32 scalar: a matmul, then elementwise ops XLA fuses, then a reduction."""
+    return tf.reduce_sum(tf.nn.relu(tf.matmul(x, x)) * 2.0 + 1.0)
+
+
+@pytest.fixture(scope="module")
+def x():
+    return tf.random.normal([64, 64], seed=0)
+
+
+@pytest.fixture(scope="module")
+def graph_profile(x, tmp_path_factory):
+    return profile.capture(tf.function(_step), x, steps=STEPS, logdir=tmp_path_factory.mktemp("graph"))
+
+
+@pytest.fixture(scope="module")
+def xla_profile(x, tmp_path_factory):
+    return profile.capture(tf.function(_step, jit_compile=True), x, steps=STEPS,
+                           logdir=tmp_path_factory.mktemp("xla"))
+
+
+def test_capture_writes_an_xspace_under_the_logdir(graph_profile):
+    assert graph_profile.steps == STEPS
+    assert graph_profile.xspace and all(p.endswith(".xplane.pb") for p in graph_profile.xspace)
+    assert graph_profile.run_dir.startswith(graph_profile.logdir)
+    assert "framework_op_stats" in profile.tool_names(graph_profile)
+
+
+def test_from_logdir_finds_the_same_capture(graph_profile):
+    again = profile.from_logdir(graph_profile.logdir, steps=STEPS)
+    assert again.run_dir == graph_profile.run_dir and again.xspace == graph_profile.xspace
+    with pytest.raises(FileNotFoundError):
+        profile.from_logdir(graph_profile.run_dir, steps=STEPS)
+
+
+def test_step_markers_give_one_time_per_step(graph_profile):
+    times = profile.step_times_ms(graph_profile)
+    assert len(times) == STEPS
+    assert all(t > 0 for t in times)
+
+
+def test_framework_ops_name_the_graph_ops(graph_profile):
+    rows = profile.framework_ops(graph_profile)
+    assert rows, "framework_op_stats gave no rows"
+    assert "IDLE" not in {r["type"] for r in rows}
+    assert any("MatMul" in r["type"] for r in rows), [r["type"] for r in rows]
+    assert all(r["us_per_step"] >= 0 for r in rows)
+    assert [r["us_per_step"] for r in rows] == sorted((r["us_per_step"] for r in rows), reverse=True)
+    types = profile.by_type(rows)
+    assert sum(t["ops"] for t in types) == len(rows)
+    assert sum(t["us_per_step"] for t in types) == pytest.approx(sum(r["us_per_step"] for r in rows))
+
+
+def test_hlo_ops_match_the_launches_of_the_module_the_trace_ran(xla_profile):
+    ops = profile.hlo_ops(xla_profile)
+    assert ops, "no trace event carried an hlo_op"
+    assert sum(o.share for o in ops) == pytest.approx(1.0)
+    assert all(o.calls == pytest.approx(1.0) for o in ops), [(o.name, o.calls) for o in ops]
+    text = profile.hlo_module_text(xla_profile)
+    assert text.startswith("HloModule")
+    launches = {k["name"] for k in hlo.summary(text)["kernel_list"]}
+    assert {o.name for o in ops} == launches
+    # The matrix product is its own launch (a dot, or a library call on a GPU) whatever the backend.
+    matmuls = {op.name for op in hlo.matrix_ops(text)} if hasattr(hlo, "matrix_ops") else set()
+    assert not matmuls or matmuls & {o.name for o in ops}
+
+
+def test_graph_mode_has_no_hlo_ops_and_xla_mode_one_cluster(graph_profile, xla_profile):
+    assert profile.hlo_ops(graph_profile) == []
+    with pytest.raises(ValueError):
+        profile.hlo_module_text(graph_profile)
+    clusters = [r for r in profile.framework_ops(xla_profile) if r["type"].startswith("__inference")]
+    assert clusters, [r["type"] for r in profile.framework_ops(xla_profile)]
+
+
+def test_kernels_is_a_list_on_any_backend(xla_profile):
+    rows = profile.kernels(xla_profile)
+    assert isinstance(rows, list)
+    if not tf.config.list_physical_devices("GPU"):
+        assert rows == []
+
+
+def test_gviz_rows_reads_a_data_table():
+    table = json.loads('{"cols": [{"id": "a"}, {"id": "b"}], "rows": [{"c": [{"v": 1}, {"v": "x"}]}, {"c": [null, {"v": 2}]}]}')
+    assert profile.gviz_rows(table) == [{"a": 1, "b": "x"}, {"a": None, "b": 2}]
+
+
+def test_hlo_ops_prefer_device_kernels_over_host_events():
+    """A GPU trace (synthetic events): a kernel event per launch on the device; host events with hlo_op ignored."""
+    prof = profile.Profile("/tmp/none", "/tmp/none/plugins/profile/run", [], steps=2)
+    mod = {"hlo_module": "m.1"}
+    events = [profile.TraceEvent("/host:CPU", "python", "thunk", 0.0, 50.0, {**mod, "hlo_op": "fusion.1"})]
+    for step in range(2):
+        events += [profile.TraceEvent("/device:GPU:0", "Stream #14", "loop_fusion", 10.0, 3.0, {**mod, "hlo_op": "fusion.1"}),
+                   profile.TraceEvent("/device:GPU:0", "Stream #14", "gemm_kernel", 20.0, 7.0, {**mod, "hlo_op": "custom-call.2"}),
+                   profile.TraceEvent("/device:GPU:0", "Stream #14", "gemm_splitk", 30.0, 2.0, {**mod, "hlo_op": "custom-call.2"})]
+    ops = profile.hlo_ops(prof, events=events)
+    assert [(o.name, o.calls, o.us_per_step, o.process) for o in ops] == [
+        ("custom-call.2", 2.0, 9.0, "/device:GPU:0"), ("fusion.1", 1.0, 3.0, "/device:GPU:0")]
+    assert sum(o.share for o in ops) == pytest.approx(1.0)
+    assert profile.hlo_ops(prof, events=events, module="other") == []
