@@ -51,13 +51,13 @@ def peak_live_bytes(module_or_text: Module | str) -> LiveBytes:
     params = 0
     for inst in entry:
         if inst.opcode == "parameter":
-            params += inst.shape.bytes
+            params += inst.shape.bytes or 0
             owners[inst.name] = set()
         elif inst.opcode in ALIASING_OPCODES:
             owners[inst.name] = set().union(*(owners.get(o, set()) for o in inst.operands)) if inst.operands else set()
         else:
             owners[inst.name] = {inst.name}
-            size[inst.name] = inst.shape.bytes
+            size[inst.name] = inst.shape.bytes or 0
     last_use: dict[str, int] = {b: i for i, inst in enumerate(entry) for b in owners[inst.name] if b == inst.name}
     for i, inst in enumerate(entry):
         for o in inst.operands:
