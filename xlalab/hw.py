@@ -545,14 +545,14 @@ def cpu_peaks(refresh: bool = False) -> DevicePeaks:
     """This CPU's ceilings as :class:`DevicePeaks`: the multi-threaded copy bandwidth and the best measured matmul rate.
 
     The memory roof is the copy with :func:`cpu_count` threads, because XLA:CPU and TensorFlow's CPU kernels
-    run on a thread pool; the single-threaded NumPy copy is kept in ``measured["copy_gbps"]`` beside it.
+    run on a thread pool; the single-threaded NumPy copy is kept in ``measured["copy_gbps"]`` beside it (on a
+    busy machine it can come out higher, since the threads then compete with other processes for the cores).
     """
     bw = measure_bandwidth(refresh=refresh)
     mm = measure_matmul_flops(refresh=refresh)
     fp32 = max(mm["numpy_tflops"], mm["tensorflow_tflops"])
-    roof = max(bw["copy_threads_gbps"], bw["copy_gbps"])
     return DevicePeaks(
-        f"{cpu_name()} ({cpu_count()} cores)", roof, {"fp32": fp32},
+        f"{cpu_name()} ({cpu_count()} cores)", bw["copy_threads_gbps"], {"fp32": fp32},
         f"measured on this machine: memory roof = NumPy copy split over {bw['threads']} threads "
         f"({bw['copy_threads_gbps']} GB/s; XLA:CPU and TensorFlow run their kernels multi-threaded), "
         f"single-threaded NumPy copy {bw['copy_gbps']} GB/s alongside; fp32 roof = best of NumPy and "
