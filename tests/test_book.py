@@ -468,3 +468,34 @@ def test_search_finds_fusion(browser: Chromium, server: str) -> None:
     assert found > 0, "the search page found no result for 'fusion'"
     SCREENSHOTS.mkdir(parents=True, exist_ok=True)
     browser.screenshot(SCREENSHOTS / "search_fusion.png")
+
+
+def test_claims_arithmetic(built_book: dict[str, float]) -> None:
+    """The claims chapter's arithmetic on published figures (issue 12, items 6, 7 and 8) stays right.
+
+    Every input is a fixed published number, so the glued strings are deterministic: NVIDIA's 19.5 h -> 18 h is
+    +8%, below the seed's 10-30%; 48 ms -> 35 ms is +37% throughput, and removing idle time (68% -> 85% busy)
+    accounts for 9.6 of the 13 ms; a gather of 10^6 x 64 float32 rows moves 516 MB, 0.57 ms at 900 GB/s, so a
+    reported 40 ms is 70x the roofline time.
+    """
+    import re
+
+    page = HTML / "book" / "claims.html"
+    assert page.exists(), "the build wrote no book/claims.html"
+    raw = page.read_text(errors="replace")
+    text = re.sub(r"<[^>]+>", " ", raw)
+    text = html.unescape(text)
+    text = re.sub(r"\s+", " ", text)
+    expected = [
+        "+8% (AMP), below the quoted 10–30%",     # item 6: 19.5 / 18 = 1.083
+        "+18% (TF32), inside it",                  # 47 / 40 = 1.175
+        "TensorFlow 1.15",                         # item 6: the container the NVIDIA figures come from
+        "48 ms → 35 ms is +37% throughput",        # item 7: 48 / 35 = 1.371
+        "9.6 ms of the 13 ms",                     # item 7: 48 - 48 * 0.68 / 0.85
+        "516 MB in all",                           # item 8: 256 MB read + 256 MB written + 4 MB of indices
+        "0.57 ms",                                 # item 8: 516e6 / 900e9
+        "about 70x slower",                        # item 8: 40 ms / 0.573 ms
+    ]
+    missing = [s for s in expected if s not in text]
+    assert not missing, f"claims.html lost these figures: {missing}"
+    assert "140x" not in text, "claims.html still gives the old 140x for exercise 1"
