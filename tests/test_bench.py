@@ -64,3 +64,55 @@ def test_compare_interleaves_and_reports_ratios():
 def test_compare_rejects_unknown_baseline():
     with pytest.raises(KeyError):
         bench.compare({"a": lambda: 1}, baseline="b")
+
+
+def _count_host_copies(monkeypatch):
+    """Patch EagerTensor.numpy to record the number of elements each host copy moves."""
+    from tensorflow.python.framework import ops
+
+    copies: list[int] = []
+    original = ops._EagerTensorBase.numpy
+
+    def counting(self):
+        copies.append(int(np.prod(self.shape)))
+        return original(self)
+
+    monkeypatch.setattr(ops._EagerTensorBase, "numpy", counting)
+    return copies
+
+
+def test_sync_copies_nothing_to_the_host(monkeypatch):
+    copies = _count_host_copies(monkeypatch)
+    big = tf.function(lambda x: {"a": x * 2.0, "b": [x + 1.0, tf.reduce_sum(x)]}, jit_compile=True)
+    x = tf.ones([1 << 20])
+    bench.sync(big(x))
+    bench.benchmark(big, x, min_time=0.02, min_repeats=3)
+    assert copies == [], "the barrier must not copy results to the host"
+
+
+def test_fallback_fetches_one_element_per_output(monkeypatch):
+    copies = _count_host_copies(monkeypatch)
+    monkeypatch.setattr(bench, "_sync_devices", lambda: None)  # a TensorFlow without sync_devices
+    bench.sync({"a": tf.ones([1000, 1000]), "b": [tf.zeros([512]), np.ones(3)]})
+    assert copies == [1, 1]
+
+
+def test_sync_time_does_not_grow_with_the_output():
+    """Waiting on a 64 MB output costs less than copying it: the copy is out of the timed region."""
+    fn = tf.function(lambda x: x + 1.0, jit_compile=True)
+    small, large = tf.ones([1024]), tf.ones([16 * 2**20])
+    outs = {"small": fn(small), "large": fn(large)}
+
+    def best(f, repeats=15):
+        times = []
+        for _ in range(repeats):
+            t0 = time.perf_counter()
+            f()
+            times.append(time.perf_counter() - t0)
+        return min(times)
+
+    sync_small = best(lambda: bench.sync(outs["small"]))
+    sync_large = best(lambda: bench.sync(outs["large"]))
+    copy_large = best(lambda: outs["large"].numpy())
+    assert sync_large < 0.25 * copy_large, (sync_large, copy_large)
+    assert sync_large < sync_small + 0.5e-3, (sync_small, sync_large)

@@ -22,16 +22,97 @@ def test_profile_without_gpu_is_cpu(monkeypatch):
     assert hw.profile() == ("gpu" if hw.gpus() else "cpu")
 
 
+# Device names as recorded from `nvidia-smi --query-gpu=name --format=csv,noheader` and from TensorFlow's
+# tf.config.experimental.get_device_details(gpu)["device_name"] on each model.
+RECORDED_NAMES = {
+    "Tesla T4": "T4",
+    "Tesla V100-SXM2-16GB": "V100-SXM2",
+    "Tesla V100-SXM2-32GB": "V100-SXM2",
+    "Tesla V100-PCIE-16GB": "V100-PCIE",
+    "NVIDIA A100-SXM4-40GB": "A100-SXM-40GB",
+    "NVIDIA A100-SXM4-80GB": "A100-SXM-80GB",
+    "NVIDIA A100-PCIE-40GB": "A100-PCIE-40GB",
+    "NVIDIA A100 80GB PCIe": "A100-PCIE-80GB",
+    "NVIDIA H100 PCIe": "H100-PCIE",
+    "NVIDIA H100 80GB HBM3": "H100-SXM",
+    "NVIDIA H100 NVL": "H100-NVL",
+    "NVIDIA H200": "H200",
+    "NVIDIA H200 NVL": "H200-NVL",
+    "NVIDIA L4": "L4",
+    "NVIDIA L40": "L40",
+    "NVIDIA L40S": "L40S",
+}
+
+
+@pytest.mark.parametrize("name,key", sorted(RECORDED_NAMES.items()))
+def test_recorded_device_names_find_their_exact_model(name, key):
+    assert hw.gpu_key(name) == key
+    assert hw.gpu_peaks(name) is hw.GPU_PEAKS[key]
+
+
+@pytest.mark.parametrize("name", ["Radeon RX 7900", "NVIDIA GH200 480GB", "NVIDIA A100 40GB", "NVIDIA GeForce RTX 4090"])
+def test_unknown_or_ambiguous_names_match_nothing(name):
+    assert hw.gpu_key(name) is None
+
+
+def test_lookalike_models_get_their_own_peaks():
+    assert hw.gpu_peaks("NVIDIA L40S").bandwidth_gbps != hw.gpu_peaks("NVIDIA L4").bandwidth_gbps
+    assert hw.gpu_peaks("NVIDIA H100 PCIe").bandwidth_gbps < hw.gpu_peaks("NVIDIA H100 80GB HBM3").bandwidth_gbps
+    assert hw.gpu_peaks("NVIDIA A100 80GB PCIe").bandwidth_gbps < hw.gpu_peaks("NVIDIA A100-SXM4-80GB").bandwidth_gbps
+
+
 def test_peaks_table_is_complete_and_sourced():
-    for key in ("T4", "L4", "V100", "A100-40GB", "A100-80GB", "H100-SXM", "H200"):
-        entry = hw.GPU_PEAKS[key]
-        assert entry.bandwidth_gbps > 0 and entry.tflops["fp32"] > 0 and entry.source
+    assert set(hw.GPU_PEAKS) == set(hw.GPU_COMPUTE_CAPABILITY)
+    for key, entry in hw.GPU_PEAKS.items():
+        assert entry.bandwidth_gbps > 0 and entry.tflops["fp32"] > 0
+        assert "datasheet" in entry.source and "https://" in entry.source, key
     assert "bf16" not in hw.GPU_PEAKS["T4"].tflops  # Turing has no bf16 tensor cores
-    assert hw.GPU_PEAKS["A100-40GB"].peak_flops("bf16") == pytest.approx(312e12)
-    assert hw.gpu_peaks("NVIDIA A100-SXM4-80GB").name == "A100 80GB"
-    assert hw.gpu_peaks("Tesla T4").name == "T4"
-    assert hw.gpu_peaks("NVIDIA H100 80GB HBM3").name == "H100 SXM"
-    assert hw.gpu_peaks("Radeon") is None
+    assert hw.GPU_PEAKS["A100-SXM-40GB"].peak_flops("bf16") == pytest.approx(312e12)
+    assert hw.GPU_PEAKS["A100-40GB"] is hw.GPU_PEAKS["A100-SXM-40GB"]  # the key of earlier versions
+
+
+def test_fake_gpu_reports_that_gpu(monkeypatch):
+    monkeypatch.setenv("XLALAB_FAKE_GPU", "NVIDIA A100-SXM4-40GB")
+    monkeypatch.delenv("XLALAB_PROFILE", raising=False)
+    b = hw.backend()
+    assert (b.kind, b.xla, b.device, b.fake) == ("gpu", "XLA:GPU", "/GPU:0", True)
+    assert b.name == "NVIDIA A100-SXM4-40GB"
+    assert hw.peaks() is hw.GPU_PEAKS["A100-SXM-40GB"]
+    assert hw.mixed_policy() == "mixed_bfloat16" and hw.supports_bf16()
+    assert hw.profile() in ("cpu", "gpu") and (hw.profile() == "gpu") == bool(hw.gpus())
+    assert hw.memory_device() == ("GPU:0" if hw.gpus() else "CPU:0")
+    monkeypatch.setenv("XLALAB_FAKE_GPU", "Tesla T4")
+    assert hw.mixed_policy() == "mixed_float16" and not hw.supports_bf16()
+    monkeypatch.setenv("XLALAB_PROFILE", "tiny")
+    assert hw.profile() == "tiny"
+    monkeypatch.setenv("XLALAB_FAKE_GPU", "Radeon")
+    with pytest.raises(LookupError, match="Radeon"):
+        hw.backend()
+
+
+def test_backend_without_gpu_is_the_cpu(monkeypatch):
+    monkeypatch.delenv("XLALAB_FAKE_GPU", raising=False)
+    b = hw.backend()
+    if not hw.gpus():
+        assert (b.kind, b.xla, b.device, b.fake) == ("cpu", "XLA:CPU", "/CPU:0", False)
+        assert b.name == hw.cpu_name()
+
+
+def test_unknown_gpu_peaks_raise_naming_the_device(monkeypatch):
+    monkeypatch.setattr(hw, "backend", lambda: hw.Backend("gpu", "NVIDIA GeForce RTX 4090", "XLA:GPU", "/GPU:0"))
+    with pytest.raises(LookupError, match="RTX 4090"):
+        hw.peaks()
+
+
+def test_memory_info_reads_the_device_in_use():
+    import tensorflow as tf
+
+    hw.reset_memory_stats()
+    with tf.device(hw.memory_device()):
+        x = tf.ones([1 << 20])
+    info = hw.memory_info()
+    assert set(info) == {"current", "peak"} and info["peak"] >= info["current"] >= 0
+    del x
 
 
 def test_mixed_policy_matches_bf16_support():
@@ -44,9 +125,21 @@ def test_mixed_policy_matches_bf16_support():
 def test_measured_ceilings_are_plausible_and_cached(tmp_path, monkeypatch):
     monkeypatch.setenv("XLALAB_CACHE", str(tmp_path))
     bw = hw.measure_bandwidth(megabytes=64, repeats=2)
-    assert 0.5 < bw["copy_gbps"] < 2000
+    assert 0.5 < bw["copy_gbps"] < 2000 and 0.5 < bw["copy_threads_gbps"] < 4000
+    assert bw["threads"] == hw.cpu_count()
     assert hw.measure_bandwidth(megabytes=64, repeats=2) == bw  # second call reads the cache
     assert list(tmp_path.glob("ceilings-*.json"))
+
+
+def test_cpu_peaks_roof_is_the_multithreaded_copy(tmp_path, monkeypatch):
+    monkeypatch.setenv("XLALAB_CACHE", str(tmp_path))
+    monkeypatch.setattr(hw, "measure_bandwidth", lambda refresh=False: {
+        "copy_gbps": 10.0, "copy_threads_gbps": 30.0, "threads": 4, "triad_gbps": 12.0})
+    monkeypatch.setattr(hw, "measure_matmul_flops", lambda refresh=False: {"numpy_tflops": 0.5, "tensorflow_tflops": 0.4})
+    p = hw.cpu_peaks()
+    assert p.bandwidth_gbps == 30.0 and p.measured["copy_gbps"] == 10.0
+    assert "4 threads" in p.source and "multi-threaded" in p.source
+    assert p.ridge == pytest.approx(0.5e12 / 30e9)
 
 
 def test_summary_describes_machine():

@@ -1,9 +1,14 @@
 """Honest timing for TensorFlow: synchronize, warm up, separate compile time, report medians and spread.
 
-TensorFlow may return from a call before the device has finished the work (a GPU kernel is queued,
-not run). A clock read right after the call measures the queueing, not the work. Every timing here
-waits for the result first (:func:`sync`), times the first call apart (it traces and compiles),
-and reports the median and inter-quartile range of the steady-state samples.
+TensorFlow may return from a call before the device has finished the work: on a GPU the kernels are
+queued on a CUDA stream and the call returns at once. A clock read right after the call measures the
+queueing, not the work. Every timing here waits at a device barrier first (:func:`sync`), times the
+first call apart (it traces and compiles), and reports the median and inter-quartile range of the
+steady-state samples.
+
+The barrier is not a copy. Copying the result to the host (``.numpy()``) also waits, but it adds the
+copy to the timed interval: on a GPU a PCIe transfer of the whole output, on a CPU a ``memcpy`` of it,
+which for a memory-bound kernel costs about as much as the kernel itself.
 """
 
 from __future__ import annotations
@@ -27,33 +32,62 @@ def _leaves(obj: Any):
         yield obj
 
 
-def sync(result: Any) -> Any:
-    """Wait until every tensor in ``result`` (nested lists, tuples, dicts) is computed; return ``result``.
+def _tensorflow():
+    import sys
 
-    An object with ``block_until_ready()`` is waited on; an object with ``numpy()`` (a TensorFlow
-    tensor) is copied to the host, which waits for the device; NumPy arrays and Python values are
-    ready already. On a GPU, ``tf.test.experimental.sync_devices()`` additionally waits for work
-    that produced no returned tensor (a variable update).
+    return sys.modules.get("tensorflow")
+
+
+def _sync_devices() -> Callable[[], None] | None:
+    """``tf.test.experimental.sync_devices`` where this TensorFlow has it, else ``None``.
+
+    It first appears in the TensorFlow 2.12 API
+    (https://www.tensorflow.org/versions/r2.12/api_docs/python/tf/test/experimental); it runs a
+    ``SyncDevice`` op on every logical device (on a GPU: wait for its stream) and then waits for
+    TensorFlow's own queue of pending eager ops (``context.async_wait()``).
     """
+    tf = _tensorflow()
+    if tf is None:
+        return None
+    return getattr(getattr(getattr(tf, "test", None), "experimental", None), "sync_devices", None)
+
+
+def _fetch_one_element(leaf: Any) -> None:
+    """Wait for one tensor by fetching one element that depends on it: 4 bytes cross to the host, not the tensor."""
+    tf = _tensorflow()
+    flat = tf.reshape(leaf, [-1])
+    flat[:1].numpy()
+
+
+def sync(result: Any) -> Any:
+    """Wait at a device barrier until the work that produced ``result`` is done; return ``result`` unchanged.
+
+    ``result`` may be nested lists, tuples and dicts. Its leaves that have ``block_until_ready()`` are
+    waited on (JAX arrays, :class:`DelayedResult`). Then, when TensorFlow is imported,
+    ``tf.test.experimental.sync_devices()`` (TensorFlow 2.12 and later) waits for every device, which also
+    covers work that returned no tensor (a variable update). Without it, each TensorFlow tensor leaf is
+    waited on by fetching one element that depends on it (``tf.reshape(x, [-1])[:1]``), never the whole
+    tensor. Nothing is copied to the host, so the wait does not grow with the size of the output.
+
+    On a GPU this barrier is what makes a timing honest. On a CPU, TensorFlow executes eagerly and
+    synchronously by default: a call of an op, of a ``tf.function`` or of a ``tf.function(jit_compile=True)``
+    returns only after its CPU kernels (XLA:CPU's included) have finished, so the barrier finds nothing
+    pending and costs about 10 us (measured on the course's 2-core CI machine); it still matters there
+    after ``tf.config.experimental.set_synchronous_execution(False)``.
+    """
+    tf_leaves = []
     for leaf in _leaves(result):
         if hasattr(leaf, "block_until_ready"):
             leaf.block_until_ready()
         elif hasattr(leaf, "numpy") and not isinstance(leaf, np.ndarray):
-            leaf.numpy()
-    _sync_gpu()
+            tf_leaves.append(leaf)
+    barrier = _sync_devices()
+    if barrier is not None:
+        barrier()
+    else:
+        for leaf in tf_leaves:
+            _fetch_one_element(leaf)
     return result
-
-
-def _sync_gpu() -> None:
-    import sys
-
-    tf = sys.modules.get("tensorflow")
-    if tf is None:
-        return
-    from . import hw
-
-    if hw.gpus():
-        tf.test.experimental.sync_devices()
 
 
 @dataclass

@@ -13,7 +13,7 @@ import os
 import platform
 import socket
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -25,17 +25,21 @@ class DevicePeaks:
     """Peak rates of one device.
 
     Attributes:
-        name: device name, e.g. ``"A100 40GB"`` or the CPU model.
-        bandwidth_gbps: main-memory bandwidth in GB/s (10**9 bytes per second).
+        name: device name, e.g. ``"A100 SXM4 40GB"`` or the CPU model.
+        bandwidth_gbps: the memory roof in GB/s (10**9 bytes per second): the datasheet figure on a GPU,
+            the measured multi-threaded copy bandwidth on a CPU.
         tflops: dense peak in TFLOP/s per dtype key (``"fp32"``, ``"tf32"``, ``"fp16"``, ``"bf16"``);
             a dtype the device has no fast path for is absent.
-        source: where the numbers come from (a datasheet, or "measured on this machine").
+        source: where the numbers come from (a datasheet, or what was measured and which figure is the roof).
+        measured: figures measured on this machine beside the roof, e.g. ``{"copy_gbps": ...}``
+            (empty for a table entry).
     """
 
     name: str
     bandwidth_gbps: float
     tflops: dict[str, float]
     source: str
+    measured: dict[str, float] = field(default_factory=dict)
 
     def peak_flops(self, dtype: str = "fp32") -> float:
         """Peak FLOP/s for ``dtype``; falls back to fp32 where the device has no faster path."""
@@ -46,31 +50,114 @@ class DevicePeaks:
         """Memory bandwidth in bytes per second."""
         return self.bandwidth_gbps * 1e9
 
+    @property
+    def ridge(self) -> float:
+        """Arithmetic intensity (FLOP/byte) where the fp32 compute roof meets the memory roof."""
+        return self.peak_flops("fp32") / self.bandwidth
 
-# Dense (no sparsity) datasheet peaks. NVIDIA's headline tensor-core figures for Ampere and later
-# are quoted "with sparsity", twice the dense rate; the dense halves are stored here.
-GPU_PEAKS: dict[str, DevicePeaks] = {
-    "T4": DevicePeaks("T4", 320, {"fp32": 8.1, "fp16": 65.0},
-                      "NVIDIA T4 Tensor Core GPU datasheet (2019)"),
-    "L4": DevicePeaks("L4", 300, {"fp32": 30.3, "tf32": 60.0, "fp16": 121.0, "bf16": 121.0},
-                      "NVIDIA L4 Tensor Core GPU datasheet (2023); tensor rates halved from 'with sparsity'"),
-    "V100": DevicePeaks("V100 SXM2", 900, {"fp32": 15.7, "fp16": 125.0},
-                        "NVIDIA Tesla V100 GPU datasheet (2020), SXM2 module"),
-    "A100-40GB": DevicePeaks("A100 40GB", 1555, {"fp32": 19.5, "tf32": 156.0, "fp16": 312.0, "bf16": 312.0},
-                             "NVIDIA A100 Tensor Core GPU datasheet (2021), 40 GB SXM"),
-    "A100-80GB": DevicePeaks("A100 80GB", 2039, {"fp32": 19.5, "tf32": 156.0, "fp16": 312.0, "bf16": 312.0},
-                             "NVIDIA A100 Tensor Core GPU datasheet (2021), 80 GB SXM"),
-    "H100-SXM": DevicePeaks("H100 SXM", 3350, {"fp32": 67.0, "tf32": 495.0, "fp16": 989.0, "bf16": 989.0},
-                            "NVIDIA H100 Tensor Core GPU datasheet (2023), SXM; tensor rates halved from 'with sparsity'"),
-    "H200": DevicePeaks("H200", 4800, {"fp32": 67.0, "tf32": 495.0, "fp16": 989.0, "bf16": 989.0},
-                        "NVIDIA H200 Tensor Core GPU datasheet (2024), SXM; tensor rates halved from 'with sparsity'"),
+
+_SPARSE = "tensor-core rates halved from the datasheet's 'with sparsity' figures"
+_T4 = "NVIDIA T4 Tensor Core GPU datasheet (2019), https://www.nvidia.com/en-us/data-center/tesla-t4/"
+_V100 = ("NVIDIA Tesla V100 GPU datasheet (2020), "
+         "https://images.nvidia.com/content/technologies/volta/pdf/volta-v100-datasheet-update-us-1165301-r5.pdf")
+_A100 = ("NVIDIA A100 Tensor Core GPU datasheet (2021), https://www.nvidia.com/content/dam/en-zz/Solutions/"
+         "Data-Center/a100/pdf/nvidia-a100-datasheet-us-nvidia-1758950-r4-web.pdf; " + _SPARSE)
+_L4 = "NVIDIA L4 Tensor Core GPU datasheet (2023), https://www.nvidia.com/en-us/data-center/l4/; " + _SPARSE
+_L40 = "NVIDIA L40 GPU datasheet (2022), https://www.nvidia.com/en-us/data-center/l40/; " + _SPARSE
+_L40S = "NVIDIA L40S GPU datasheet (2023), https://www.nvidia.com/en-us/data-center/l40s/; " + _SPARSE
+_H100 = ("NVIDIA H100 Tensor Core GPU datasheet (2023), https://www.nvidia.com/en-us/data-center/h100/; "
+         + _SPARSE)
+_H200 = "NVIDIA H200 Tensor Core GPU datasheet (2024), https://www.nvidia.com/en-us/data-center/h200/; " + _SPARSE
+
+
+def _ampere_plus(fp32: float, tf32: float, bf16: float) -> dict[str, float]:
+    return {"fp32": fp32, "tf32": tf32, "fp16": bf16, "bf16": bf16}
+
+
+class _PeaksTable(dict):
+    """The GPU table; the keys of earlier versions (``"A100-40GB"``, ``"V100"``) still look up their SXM entry."""
+
+    _OLD_KEYS = {"A100-40GB": "A100-SXM-40GB", "A100-80GB": "A100-SXM-80GB", "V100": "V100-SXM2"}
+
+    def __missing__(self, key: str) -> DevicePeaks:
+        if key in self._OLD_KEYS:
+            return self[self._OLD_KEYS[key]]
+        raise KeyError(key)
+
+
+# Dense (no sparsity) datasheet peaks, one entry per exact model: PCIe and SXM boards of one chip differ in
+# clocks, power and memory, so they differ in peaks. NVIDIA quotes Ampere and later tensor-core figures
+# "with sparsity", twice the dense rate; the dense halves are stored. fp16 on T4/V100 is the tensor-core rate.
+GPU_PEAKS: dict[str, DevicePeaks] = _PeaksTable({
+    "T4": DevicePeaks("T4", 320, {"fp32": 8.1, "fp16": 65.0}, _T4),
+    "V100-PCIE": DevicePeaks("V100 PCIe", 900, {"fp32": 14.0, "fp16": 112.0}, _V100 + ", PCIe"),
+    "V100-SXM2": DevicePeaks("V100 SXM2", 900, {"fp32": 15.7, "fp16": 125.0}, _V100 + ", SXM2"),
+    "A100-PCIE-40GB": DevicePeaks("A100 PCIe 40GB", 1555, _ampere_plus(19.5, 156.0, 312.0), _A100 + "; PCIe 40GB"),
+    "A100-PCIE-80GB": DevicePeaks("A100 PCIe 80GB", 1935, _ampere_plus(19.5, 156.0, 312.0), _A100 + "; PCIe 80GB"),
+    "A100-SXM-40GB": DevicePeaks("A100 SXM4 40GB", 1555, _ampere_plus(19.5, 156.0, 312.0), _A100 + "; SXM 40GB"),
+    "A100-SXM-80GB": DevicePeaks("A100 SXM4 80GB", 2039, _ampere_plus(19.5, 156.0, 312.0), _A100 + "; SXM 80GB"),
+    "L4": DevicePeaks("L4", 300, _ampere_plus(30.3, 60.0, 121.0), _L4),
+    "L40": DevicePeaks("L40", 864, _ampere_plus(90.5, 90.5, 181.0), _L40),
+    "L40S": DevicePeaks("L40S", 864, _ampere_plus(91.6, 183.0, 362.0), _L40S),
+    "H100-PCIE": DevicePeaks("H100 PCIe", 2000, _ampere_plus(51.0, 378.0, 756.0), _H100 + "; PCIe"),
+    "H100-SXM": DevicePeaks("H100 SXM5", 3350, _ampere_plus(67.0, 494.5, 989.5), _H100 + "; SXM"),
+    "H100-NVL": DevicePeaks("H100 NVL", 3900, _ampere_plus(60.0, 417.5, 835.5), _H100 + "; NVL (one GPU)"),
+    "H200": DevicePeaks("H200 SXM", 4800, _ampere_plus(67.0, 494.5, 989.5), _H200 + "; SXM"),
+    "H200-NVL": DevicePeaks("H200 NVL", 4800, _ampere_plus(60.0, 417.5, 835.5), _H200 + "; NVL (one GPU)"),
+})
+
+# Compute capability of each table entry (CUDA C Programming Guide, "Compute Capabilities").
+GPU_COMPUTE_CAPABILITY: dict[str, tuple[int, int]] = {
+    "T4": (7, 5), "V100-PCIE": (7, 0), "V100-SXM2": (7, 0),
+    "A100-PCIE-40GB": (8, 0), "A100-PCIE-80GB": (8, 0), "A100-SXM-40GB": (8, 0), "A100-SXM-80GB": (8, 0),
+    "L4": (8, 9), "L40": (8, 9), "L40S": (8, 9),
+    "H100-PCIE": (9, 0), "H100-SXM": (9, 0), "H100-NVL": (9, 0), "H200": (9, 0), "H200-NVL": (9, 0),
 }
 
-# Substrings of a device name (as TensorFlow or nvidia-smi reports it) that identify a table entry.
-_GPU_NAME_KEYS: list[tuple[str, str]] = [
-    ("H200", "H200"), ("H100", "H100-SXM"), ("A100-SXM4-80GB", "A100-80GB"), ("A100 80GB", "A100-80GB"),
-    ("A100", "A100-40GB"), ("V100", "V100"), ("T4", "T4"), ("L4", "L4"),
+# Patterns over the normalized device name (upper case, every run of non-alphanumerics one space), first
+# match wins. Recorded names: nvidia-smi --query-gpu=name and TensorFlow's device_name, e.g.
+# "Tesla T4", "Tesla V100-SXM2-16GB", "NVIDIA A100-SXM4-40GB", "NVIDIA A100 80GB PCIe", "NVIDIA H100 PCIe",
+# "NVIDIA H100 80GB HBM3" (the SXM board), "NVIDIA H100 NVL", "NVIDIA L40S", "NVIDIA H200".
+_GPU_PATTERNS: list[tuple[str, str]] = [
+    (r"\bH200\b.*\bNVL\b", "H200-NVL"),
+    (r"\bH200\b", "H200"),
+    (r"\bH100\b.*\bNVL\b", "H100-NVL"),
+    (r"\bH100\b.*\bPCIE\b", "H100-PCIE"),
+    (r"\bH100\b.*\b(SXM5?|HBM3)\b", "H100-SXM"),
+    (r"\bA100\b(?=.*\bSXM4?\b).*\b80GB\b", "A100-SXM-80GB"),
+    (r"\bA100\b(?=.*\bSXM4?\b).*\b40GB\b", "A100-SXM-40GB"),
+    (r"\bA100\b(?=.*\bPCIE\b).*\b80GB\b", "A100-PCIE-80GB"),
+    (r"\bA100\b(?=.*\b80GB\b).*\bPCIE\b", "A100-PCIE-80GB"),
+    (r"\bA100\b(?=.*\bPCIE\b).*\b40GB\b", "A100-PCIE-40GB"),
+    (r"\bV100\b.*\bSXM2\b", "V100-SXM2"),
+    (r"\bV100\b.*\bPCIE\b", "V100-PCIE"),
+    (r"\bL40S\b", "L40S"),
+    (r"\bL40\b", "L40"),
+    (r"\bL4\b", "L4"),
+    (r"\bT4\b", "T4"),
 ]
+
+
+def _normalize_gpu_name(name: str) -> str:
+    import re
+
+    return " ".join(re.sub(r"[^A-Za-z0-9]+", " ", name).upper().split())
+
+
+def gpu_key(name: str) -> str | None:
+    """The :data:`GPU_PEAKS` key of a device name as nvidia-smi or TensorFlow reports it, else ``None``.
+
+    Example:
+        >>> gpu_key("NVIDIA A100-SXM4-40GB"), gpu_key("NVIDIA H100 80GB HBM3"), gpu_key("NVIDIA L40S")
+        ('A100-SXM-40GB', 'H100-SXM', 'L40S')
+    """
+    import re
+
+    norm = _normalize_gpu_name(name)
+    for pattern, key in _GPU_PATTERNS:
+        if re.search(pattern, norm):
+            return key
+    return None
 
 
 def cpu_name() -> str:
@@ -136,10 +223,119 @@ def _nvidia_smi_memory_gb() -> float | None:
         return None
 
 
+FAKE_GPU_ENV = "XLALAB_FAKE_GPU"
+
+
+def fake_gpu() -> str | None:
+    """The device name in ``XLALAB_FAKE_GPU`` (e.g. ``"NVIDIA A100-SXM4-40GB"``), or ``None`` when unset.
+
+    With it set, :func:`backend`, :func:`peaks`, :func:`mixed_policy` and :func:`supports_bf16` answer for
+    that GPU while TensorFlow still runs on the CPU: it tests the GPU branches of chapters and labs on a
+    machine without one. A name missing from :data:`GPU_PEAKS` raises ``LookupError``.
+    """
+    name = os.environ.get(FAKE_GPU_ENV, "").strip()
+    if not name:
+        return None
+    if gpu_key(name) is None:
+        raise LookupError(f"{FAKE_GPU_ENV}={name!r} is not a GPU in xlalab.hw.GPU_PEAKS")
+    return name
+
+
+@dataclass(frozen=True)
+class Backend:
+    """The device the course's work runs on, as :func:`backend` reports it.
+
+    Attributes:
+        kind: ``"gpu"`` or ``"cpu"``.
+        name: the GPU's name as TensorFlow reports it (``"NVIDIA A100-SXM4-40GB"``), or the CPU model.
+        xla: the XLA backend that compiles for it, ``"XLA:GPU"`` or ``"XLA:CPU"``.
+        device: the TensorFlow device string, ``"/GPU:0"`` or ``"/CPU:0"``.
+        fake: True when ``XLALAB_FAKE_GPU`` names the GPU while TensorFlow runs on the CPU.
+    """
+
+    kind: str
+    name: str
+    xla: str
+    device: str
+    fake: bool = False
+
+    @property
+    def is_gpu(self) -> bool:
+        return self.kind == "gpu"
+
+    def describe(self) -> str:
+        """A phrase for prose, e.g. ``"the GPU (NVIDIA A100-SXM4-40GB)"`` or ``"the CPU (AMD EPYC 7B13)"``."""
+        return f"the {self.kind.upper()} ({self.name})"
+
+
+def backend() -> Backend:
+    """The device the work runs on: the first GPU TensorFlow sees, else the CPU (``XLALAB_FAKE_GPU`` overrides).
+
+    Example:
+        >>> b = backend()
+        >>> f"{b.xla} on {b.name}"          # 'XLA:CPU on AMD EPYC 7B13' or 'XLA:GPU on Tesla T4'
+    """
+    fake = fake_gpu()
+    if fake:
+        return Backend("gpu", fake, "XLA:GPU", "/GPU:0", fake=True)
+    devices = gpus()
+    if devices:
+        return Backend("gpu", devices[0]["name"], "XLA:GPU", "/GPU:0")
+    return Backend("cpu", cpu_name(), "XLA:CPU", "/CPU:0")
+
+
+def _compute_capability() -> tuple[int, int] | None:
+    """The compute capability of the GPU in use (the fake one included), ``None`` on a CPU."""
+    fake = fake_gpu()
+    if fake:
+        return GPU_COMPUTE_CAPABILITY[gpu_key(fake)]
+    devices = gpus()
+    if devices:
+        return min(d["compute_capability"] for d in devices)
+    return None
+
+
+def memory_device() -> str:
+    """Where the tensors live, for ``tf.config.experimental.get_memory_info``: ``"GPU:0"`` or ``"CPU:0"``.
+
+    Under ``XLALAB_FAKE_GPU`` the tensors are still on the CPU, so this is ``"CPU:0"``.
+    """
+    return "GPU:0" if gpus() else "CPU:0"
+
+
+def memory_info() -> dict[str, int]:
+    """``{"current": bytes, "peak": bytes}`` allocated by TensorFlow on the device the tensors live on.
+
+    Reads ``tf.config.experimental.get_memory_info`` of :func:`memory_device`. On a CPU, TensorFlow tracks
+    these statistics only for some allocators; where it does not, both are 0 (check before dividing).
+
+    Example:
+        >>> reset_memory_stats(); y = step(x); memory_info()["peak"]
+    """
+    import tensorflow as tf
+
+    try:
+        info = tf.config.experimental.get_memory_info(memory_device())
+    except ValueError:  # an allocator without statistics
+        return {"current": 0, "peak": 0}
+    return {"current": int(info["current"]), "peak": int(info["peak"])}
+
+
+def reset_memory_stats() -> None:
+    """Reset the peak of :func:`memory_info` to the current allocation (the device the tensors live on)."""
+    import tensorflow as tf
+
+    try:
+        tf.config.experimental.reset_memory_stats(memory_device())
+    except ValueError:
+        pass
+
+
 def profile() -> str:
     """The size profile: ``"gpu"`` (full sizes), ``"cpu"`` (small sizes) or ``"tiny"`` (tests).
 
     ``XLALAB_PROFILE`` overrides the choice; otherwise it is ``"gpu"`` when TensorFlow sees a GPU.
+    Under ``XLALAB_FAKE_GPU`` it is never ``"gpu"`` unless forced: the work really runs on the CPU.
     """
     forced = os.environ.get("XLALAB_PROFILE", "").strip().lower()
     if forced:
@@ -158,11 +354,12 @@ def supports_bf16() -> bool:
     """True when the device has native bfloat16 arithmetic.
 
     A GPU of compute capability 8.0 or newer (A100, L4, H100) has bf16 tensor cores; a CPU needs
-    AVX512-BF16 or AMX-BF16. T4 (7.5) and V100 (7.0) have fp16 tensor cores only.
+    AVX512-BF16 or AMX-BF16. T4 (7.5) and V100 (7.0) have fp16 tensor cores only. Under
+    ``XLALAB_FAKE_GPU`` the answer is the named GPU's.
     """
-    devices = gpus()
-    if devices:
-        return min(d["compute_capability"] for d in devices) >= (8, 0)
+    cc = _compute_capability()
+    if cc is not None:
+        return cc >= (8, 0)
     return bool({"avx512_bf16", "amx_bf16"} & cpu_flags())
 
 
@@ -171,11 +368,11 @@ def mixed_policy() -> str | None:
 
     ``"mixed_bfloat16"`` on GPUs with bf16 tensor cores (no loss scaling needed),
     ``"mixed_float16"`` on fp16-only tensor-core GPUs (V100, T4), ``"mixed_bfloat16"`` on a CPU with
-    native bf16 instructions, ``None`` otherwise (a CPU that would emulate the narrow type).
+    native bf16 instructions, ``None`` otherwise (a CPU that would emulate the narrow type). Under
+    ``XLALAB_FAKE_GPU`` the answer is the named GPU's.
     """
-    devices = gpus()
-    if devices:
-        cc = min(d["compute_capability"] for d in devices)
+    cc = _compute_capability()
+    if cc is not None:
         if cc >= (8, 0):
             return "mixed_bfloat16"
         if cc >= (7, 0):
@@ -185,11 +382,9 @@ def mixed_policy() -> str | None:
 
 
 def gpu_peaks(name: str) -> DevicePeaks | None:
-    """The datasheet peaks for a GPU whose reported name contains a known model, else ``None``."""
-    for key, entry in _GPU_NAME_KEYS:
-        if key.lower() in name.lower():
-            return GPU_PEAKS[entry]
-    return None
+    """The datasheet peaks of the GPU model a device name names exactly (see :func:`gpu_key`), else ``None``."""
+    key = gpu_key(name)
+    return GPU_PEAKS[key] if key else None
 
 
 # ---------------------------------------------------------------------------------------------
@@ -230,19 +425,63 @@ def _best_of(fn, repeats: int) -> float:
     return best
 
 
-def measure_bandwidth(megabytes: int = 256, repeats: int = 5, refresh: bool = False) -> dict[str, float]:
-    """Measure main-memory bandwidth with NumPy: ``{"copy_gbps": ..., "triad_gbps": ...}``.
+def _threaded_copy_s(dst, src, threads: int, repeats: int) -> float:
+    """Best time of copying ``src`` into ``dst`` with ``threads`` threads, each one contiguous slice (NumPy frees the GIL)."""
+    from concurrent.futures import ThreadPoolExecutor
 
-    Copy moves ``2 * n`` float32 values (read + write); the STREAM-style triad ``a = b + s * c``
-    moves ``3 * n``. Arrays of ``megabytes`` each are far larger than any cache. The best of
-    ``repeats`` runs is kept, and the result is cached per machine unless ``refresh`` is true.
+    import numpy as np
+
+    bounds = np.linspace(0, src.size, threads + 1).astype(int)
+    parts = [(dst[a:b], src[a:b]) for a, b in zip(bounds[:-1], bounds[1:])]
+    with ThreadPoolExecutor(threads) as pool:
+        list(pool.map(lambda p: np.copyto(*p), parts))
+        return _best_of(lambda: list(pool.map(lambda p: np.copyto(*p), parts)), repeats)
+
+
+def _device_copy_gbps(device: str, megabytes: int, repeats: int) -> float:
+    """Read-plus-write bandwidth of one compiled elementwise kernel (``x + 1``) on ``device``, in GB/s."""
+    import tensorflow as tf
+
+    n = megabytes * 2**20 // 4
+    with tf.device(device):
+        x = tf.zeros([n], tf.float32)
+        step = tf.function(lambda v: v + 1.0, jit_compile=True)
+        step(x)
+        tf.test.experimental.sync_devices()
+
+        def once() -> None:
+            step(x)
+            tf.test.experimental.sync_devices()
+
+        seconds = _best_of(once, repeats)
+    return round(2 * 4 * n / seconds / 1e9, 2)
+
+
+def measure_bandwidth(megabytes: int = 256, repeats: int = 5, refresh: bool = False,
+                      device: str | None = None) -> dict[str, float]:
+    """Measure memory bandwidth in GB/s; cached per machine unless ``refresh`` is true.
+
+    Host (``device`` None): ``copy_gbps`` (one NumPy thread copies ``megabytes``: ``2 * n`` float32 moved,
+    read plus write), ``copy_threads_gbps`` (the same copy split over ``threads`` = :func:`cpu_count`
+    threads, as XLA:CPU and TensorFlow's CPU kernels split their work over a thread pool) and
+    ``triad_gbps`` (STREAM-style ``a = b + s * c`` in two NumPy passes, ``5 * n`` moved).
+    A device (``device="/GPU:0"``): ``copy_gbps`` of a compiled ``x + 1`` on that device (device memory
+    to device memory, read plus write), timed with a device barrier. The best of ``repeats`` runs is kept.
+
+    Example:
+        >>> measure_bandwidth()["copy_threads_gbps"]         # the CPU's memory roof
+        >>> measure_bandwidth(device="/GPU:0")["copy_gbps"]  # what a GPU kernel reaches
     """
     import numpy as np
 
-    key = f"bandwidth_{megabytes}"
+    key = f"bandwidth_v2_{megabytes}" + (f"_{device}" if device else "")
     cached = _load_cache().get(key)
     if cached and not refresh:
         return cached
+    if device is not None:
+        result = {"copy_gbps": _device_copy_gbps(device, megabytes, repeats), "device": device}
+        _store_cache(key, result)
+        return result
     n = megabytes * 2**20 // 4
     a = np.empty(n, np.float32)
     b = np.ones(n, np.float32)
@@ -256,7 +495,10 @@ def measure_bandwidth(megabytes: int = 256, repeats: int = 5, refresh: bool = Fa
 
     # The two-pass triad reads c and writes a, then reads a and b and writes a: 5n values moved.
     triad_s = _best_of(triad, repeats)
+    threads = cpu_count()
+    threads_s = _threaded_copy_s(a, b, threads, repeats)
     result = {"copy_gbps": round(2 * 4 * n / copy_s / 1e9, 2),
+              "copy_threads_gbps": round(2 * 4 * n / threads_s / 1e9, 2), "threads": threads,
               "triad_gbps": round(5 * 4 * n / triad_s / 1e9, 2)}
     _store_cache(key, result)
     return result
@@ -293,27 +535,45 @@ def measure_matmul_flops(n: int = 2048, repeats: int = 5, refresh: bool = False)
 
 
 def cpu_peaks(refresh: bool = False) -> DevicePeaks:
-    """This CPU's ceilings as :class:`DevicePeaks`: measured copy bandwidth and best measured matmul rate."""
+    """This CPU's ceilings as :class:`DevicePeaks`: the multi-threaded copy bandwidth and the best measured matmul rate.
+
+    The memory roof is the copy with :func:`cpu_count` threads, because XLA:CPU and TensorFlow's CPU kernels
+    run on a thread pool; the single-threaded NumPy copy is kept in ``measured["copy_gbps"]`` beside it.
+    """
     bw = measure_bandwidth(refresh=refresh)
     mm = measure_matmul_flops(refresh=refresh)
     fp32 = max(mm["numpy_tflops"], mm["tensorflow_tflops"])
-    return DevicePeaks(f"{cpu_name()} ({cpu_count()} cores)", bw["copy_gbps"], {"fp32": fp32},
-                       "measured on this machine (xlalab.hw.measure_bandwidth, measure_matmul_flops)")
+    roof = max(bw["copy_threads_gbps"], bw["copy_gbps"])
+    return DevicePeaks(
+        f"{cpu_name()} ({cpu_count()} cores)", roof, {"fp32": fp32},
+        f"measured on this machine: memory roof = NumPy copy split over {bw['threads']} threads "
+        f"({bw['copy_threads_gbps']} GB/s; XLA:CPU and TensorFlow run their kernels multi-threaded), "
+        f"single-threaded NumPy copy {bw['copy_gbps']} GB/s alongside; fp32 roof = best of NumPy and "
+        "TensorFlow 2048x2048 matmul (xlalab.hw.measure_bandwidth, measure_matmul_flops)",
+        measured={"copy_gbps": bw["copy_gbps"], "copy_threads_gbps": bw["copy_threads_gbps"],
+                  "threads": bw["threads"], "triad_gbps": bw["triad_gbps"], **mm})
 
 
-def peaks() -> DevicePeaks:
-    """The ceilings of the device the course runs on: the first GPU's datasheet, else the measured CPU.
+def peaks(refresh: bool = False) -> DevicePeaks:
+    """The ceilings of the device the work runs on (:func:`backend`).
 
-    A GPU missing from :data:`GPU_PEAKS` raises ``LookupError``, naming the device, so that nobody
-    divides by a made-up number.
+    A GPU: its datasheet entry in :data:`GPU_PEAKS` (the roof), plus the device-to-device copy bandwidth
+    measured now in ``measured["copy_gbps"]``. Under ``XLALAB_FAKE_GPU``: the named GPU's entry, nothing
+    measured. A CPU: :func:`cpu_peaks`. A GPU missing from the table raises ``LookupError`` naming the
+    device, so that nobody divides by a made-up number.
     """
-    devices = gpus()
-    if devices:
-        found = gpu_peaks(devices[0]["name"])
-        if found is None:
-            raise LookupError(f"No datasheet peaks for GPU {devices[0]['name']!r}; add it to xlalab.hw.GPU_PEAKS")
-        return found
-    return cpu_peaks()
+    b = backend()
+    if b.kind == "cpu":
+        return cpu_peaks(refresh=refresh)
+    entry = gpu_peaks(b.name)
+    if entry is None:
+        raise LookupError(f"No datasheet peaks for GPU {b.name!r}; add its exact model to xlalab.hw.GPU_PEAKS")
+    if b.fake:
+        return entry
+    copy = measure_bandwidth(device=b.device, refresh=refresh)["copy_gbps"]
+    return replace(entry, measured={"copy_gbps": copy},
+                   source=entry.source + f"; device-to-device copy measured on this GPU: {copy} GB/s "
+                   "(xlalab.hw.measure_bandwidth on /GPU:0)")
 
 
 @dataclass
@@ -329,6 +589,7 @@ class Summary:
     tensorflow: str = ""
     keras: str = ""
     python: str = ""
+    backend: dict[str, Any] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -341,6 +602,8 @@ class Summary:
             gpu = f"{g['name']} (compute capability {cc})"
         else:
             gpu = "no GPU"
+        if self.backend.get("fake"):
+            gpu += f" (XLALAB_FAKE_GPU stands in for {self.backend['name']})"
         return f"{self.cpu}, {self.cores} cores, {gpu}"
 
 
@@ -352,7 +615,7 @@ def summary() -> Summary:
     return Summary(hostname=socket.gethostname(), cpu=cpu_name(), cores=cpu_count(),
                    gpus=[{**g, "compute_capability": list(g["compute_capability"])} for g in gpus()],
                    profile=profile(), mixed_policy=mixed_policy(), tensorflow=tf.__version__,
-                   keras=keras.__version__, python=platform.python_version())
+                   keras=keras.__version__, python=platform.python_version(), backend=asdict(backend()))
 
 
 def main() -> None:
@@ -373,13 +636,14 @@ def main() -> None:
     print(f"machine      {s.describe()}")
     print(f"software     TensorFlow {s.tensorflow}, Keras {s.keras}, Python {s.python}")
     print(f"profile      {s.profile}   mixed policy: {s.mixed_policy}   bf16 native: {supports_bf16()}")
-    print(f"bandwidth    copy {bw['copy_gbps']:.1f} GB/s, triad {bw['triad_gbps']:.1f} GB/s (NumPy, measured)")
+    print(f"backend      {s.backend['xla']} on {s.backend['name']}" + (" (fake)" if s.backend["fake"] else ""))
+    print(f"bandwidth    copy {bw['copy_gbps']:.1f} GB/s (1 thread), {bw['copy_threads_gbps']:.1f} GB/s "
+          f"({bw['threads']} threads), triad {bw['triad_gbps']:.1f} GB/s (NumPy, measured)")
     print(f"matmul fp32  NumPy {mm['numpy_tflops'] * 1e3:.0f} GFLOP/s, TensorFlow {mm['tensorflow_tflops'] * 1e3:.0f}"
           " GFLOP/s (2048x2048, measured)")
-    for g in s.gpus:
-        p = gpu_peaks(g["name"])
-        if p:
-            print(f"datasheet    {p.name}: {p.bandwidth_gbps} GB/s, {p.tflops} TFLOP/s ({p.source})")
+    if s.backend["kind"] == "gpu":
+        p = peaks(refresh=args.refresh)
+        print(f"datasheet    {p.name}: {p.bandwidth_gbps} GB/s, {p.tflops} TFLOP/s ({p.source})")
 
 
 if __name__ == "__main__":
