@@ -73,3 +73,54 @@ def test_resnet50_training_step_parses_completely():
     s = hlo.summary(module)
     assert s["ops_by_opcode"].get("convolution", 0) + s["fused_ops_by_opcode"].get("convolution", 0) >= 53
     assert s["fusions"] > 50
+
+
+def test_matrix_ops_on_cpu_programs():
+    x, w = tf.ones([8, 16]), tf.ones([16, 32])
+    ops = hlo.matrix_ops(hlo.hlo_text(_relu_dense, x, w, tf.ones([32])))
+    assert [(o.kind, o.lhs.dims, o.rhs.dims, o.out.dims, o.flops) for o in ops] == \
+        [("dot", (8, 16), (16, 32), (8, 32), 2 * 8 * 32 * 16)]
+    assert ops[0].impl in ("xla", "fusion", "onednn")
+    conv = hlo.matrix_ops(hlo.hlo_text(lambda a, k: tf.nn.conv2d(a, k, 1, "SAME"),
+                                       tf.ones([2, 8, 8, 3]), tf.ones([3, 3, 3, 4])))
+    assert [(o.kind, o.flops) for o in conv] == [("convolution", 2 * (2 * 8 * 8 * 4) * (3 * 3 * 3))]
+
+
+def test_fake_gpu_hook(monkeypatch):
+    monkeypatch.setenv(hlo.FAKE_GPU_ENV, "NVIDIA A100-SXM4-40GB")
+    dense = hlo.hlo_text(_relu_dense, tf.ones([8, 16]), tf.ones([16, 32]), tf.ones([32]))
+    assert dense == hlo.fake_gpu_module("gemm") and "__cublas$gemm" in dense
+    conv = hlo.hlo_text(lambda a, k: tf.nn.relu(tf.nn.conv2d(a, k, 1, "SAME")),
+                        tf.ones([2, 8, 8, 3]), tf.ones([3, 3, 3, 4]))
+    assert conv == hlo.fake_gpu_module("conv") and {o.impl for o in hlo.matrix_ops(conv)} == {"cudnn"}
+    chain = hlo.hlo_text(lambda a: tf.nn.relu(a * 2.0 + 1.0), tf.ones([64]))
+    assert chain == hlo.fake_gpu_module("elementwise")
+    # Other stages stay real (XLA:CPU's lowering of this very program).
+    before = hlo.hlo_text(_relu_dense, tf.ones([8, 16]), tf.ones([16, 32]), tf.ones([32]), stage="hlo")
+    assert "__cublas" not in before and "dot(" in before
+    # The program is still compiled for real, so its errors surface.
+    with pytest.raises(Exception):
+        hlo.hlo_text(lambda a, b: tf.matmul(a, b), tf.ones([2, 3]), tf.ones([4, 5]))
+
+
+def test_every_file_of_a_full_dump_parses(tmp_path):
+    """Acceptance: hlo.parse on every *.txt of a full --xla_dump_to directory (all passes) never raises."""
+    source = ("import tensorflow as tf\n"
+              "@tf.function(jit_compile=True)\n"
+              "def f(x, w, flag):\n"
+              "    h = tf.nn.relu(x @ w)\n"
+              "    h = tf.while_loop(lambda i, v: i < 3, lambda i, v: (i + 1, tf.tanh(v)), (0, h))[1]\n"
+              "    return tf.cond(flag, lambda: tf.reduce_sum(h), lambda: tf.reduce_max(h))\n"
+              "f(tf.ones([4, 8]), tf.ones([8, 16]), tf.constant(True))\n")
+    hlo.dump_passes(source, tmp_path)
+    texts = sorted(tmp_path.glob("*.txt"))
+    assert len(texts) > 20
+    modules = 0
+    for path in texts:
+        text = path.read_text()
+        module = hlo.parse(text)
+        if text.lstrip().startswith("HloModule"):
+            modules += 1
+            assert sum(len(c.instructions) for c in module.computations.values()) == hlo.instruction_lines(text)
+            hlo.summary(module)
+    assert modules > 20

@@ -24,12 +24,16 @@ What :func:`summary` counts:
   with ``E(bits)``, as XLA stores it). Not counted: the trailing ``s8``/``u8`` workspace element of a
   cuBLAS/cuDNN custom-call's result. A ``slice``, ``dynamic-slice`` or ``gather`` is charged what it
   reads (its output and its indices), not its whole operand, and so is a fusion parameter that is read
-  only through them. An async operation's data is counted once. An unbounded dynamic dimension makes a
-  launch's bytes unknown (``None``); a bounded one (``<=8``) counts its bound.
+  only through them (a ``dynamic-update-slice`` is still charged its whole operand and result, which an
+  in-place update does not move). An async operation's data is counted once. An unbounded dynamic
+  dimension makes a launch's bytes unknown (``None``, counted in ``bytes_unknown``); a bounded one
+  (``<=8``) counts its bound.
 * **Per step**: ``kernels``, ``kernel_list`` and ``bytes_moved`` count each launch site once (a loop
   body once, every branch of a conditional once). ``per_step`` is one run of the entry: a ``while``
   body (and condition) multiplied by the loop's ``known_trip_count``, and for a ``conditional`` its
-  costliest branch; ``loops`` and ``conditionals`` give the per-iteration and per-branch figures.
+  costliest branch (``per_step["exact"]`` is False when a loop has no known trip count, when branches
+  differ, or when some bytes are unknown); ``loops`` and ``conditionals`` give the per-iteration and
+  per-branch figures.
 
 Without a GPU, set ``XLALAB_FAKE_GPU`` to a device name (``"NVIDIA A100-SXM4-40GB"``): ``hlo_text(...,
 stage="optimized_hlo")`` then compiles the program on the CPU (so errors still surface) and returns a
@@ -57,9 +61,9 @@ FAKE_GPU_ENV = "XLALAB_FAKE_GPU"
 CORPUS_DIR = Path(__file__).resolve().parent.parent / "tests" / "data" / "hlo"
 # Recorded XLA:GPU modules (files of CORPUS_DIR, sources in its README) standing in for a GPU compile.
 FAKE_GPU_MODULES = {
-    "conv": "gpu_cudnn_conv_triton_gemm.txt",
+    "conv": "gpu_cudnn_conv_custom_call.txt",
     "gemm": "gpu_cublas_gemm.txt",
-    "elementwise": "gpu_loop_input_fusions.txt",
+    "elementwise": "gpu_loop_fusion.txt",
 }
 
 
@@ -77,14 +81,21 @@ def fake_gpu_module(category: str) -> str:
     """A real XLA:GPU module text from the recorded corpus for a program of ``category``.
 
     ``"conv"``: a module with a cuDNN convolution custom-call; ``"gemm"``: one with a cuBLAS GEMM
-    custom-call; ``"elementwise"``: one made of loop and input (reduction) fusions.
+    custom-call; ``"elementwise"``: one made of a loop fusion. The texts come from XLA's own GPU tests
+    (sources in ``tests/data/hlo/README.md``); their shapes are not the program's.
     """
     if category not in FAKE_GPU_MODULES:
         raise ValueError(f"category={category!r}; expected one of {tuple(FAKE_GPU_MODULES)}")
-    path = CORPUS_DIR / FAKE_GPU_MODULES[category]
-    if not path.exists():
-        raise FileNotFoundError(f"{path} is missing: the fake-GPU hook needs the repository's tests/data/hlo")
-    return path.read_text()
+    # The corpus lives in the repository, next to the package (an installed copy looks in the working
+    # directory and its parents, or in $XLALAB_HLO_CORPUS).
+    places = [Path(os.environ["XLALAB_HLO_CORPUS"])] if os.environ.get("XLALAB_HLO_CORPUS") else []
+    places += [CORPUS_DIR] + [d / "tests" / "data" / "hlo" for d in (Path.cwd(), *Path.cwd().parents)]
+    for directory in places:
+        path = directory / FAKE_GPU_MODULES[category]
+        if path.exists():
+            return path.read_text()
+    raise FileNotFoundError(f"{FAKE_GPU_MODULES[category]} not found in {CORPUS_DIR}: the fake-GPU hook needs "
+                            "the repository's tests/data/hlo (or XLALAB_HLO_CORPUS pointing at a copy)")
 
 
 def program_category(module_or_text: "Module | str") -> str:
@@ -415,9 +426,15 @@ class Instruction:
     def backend_kind(self) -> str:
         """The GPU backend's fusion kind from ``backend_config`` (``"__triton_gemm"``, ``"__triton"``,
         ``"__cudnn$fusion"``, ...), or ``""``."""
-        if "fusion_backend_config" not in self.attrs.get("backend_config", ""):
+        raw = self.attrs.get("backend_config", "")
+        if "fusion_backend_config" not in raw:
             return ""
-        return str(self.backend_config.get("fusion_backend_config", {}).get("kind", ""))
+        kind = self.backend_config.get("fusion_backend_config", {}).get("kind")
+        if kind:
+            return str(kind)
+        # XLA's parser also accepts unquoted keys and trailing commas, which JSON does not.
+        m = re.search(r'fusion_backend_config"?\s*:\s*\{[^{}]*?"?kind"?\s*:\s*"([^"]+)"', raw)
+        return m.group(1) if m else ""
 
     @property
     def known_trip_count(self) -> int | None:
@@ -479,8 +496,9 @@ _COMMENT = re.compile(r"/\*.*?\*/")
 # attribute (``kind=kLoop, calls=f``) has no shape or opcode after its ``=``.
 _INSTR = re.compile(r"^\s*(ROOT\s+)?%?([A-Za-z0-9_.\-$]+)\s*=\s*(.*)$")
 _RHS_START = re.compile(r"(\(|[a-z][a-z0-9]*\[|(?:token|opaque)\s+[a-z]|[a-z][a-z0-9\-_]*\()")
-_HEADER = re.compile(r"^\s*(ENTRY\s+)?%?([^\s(={}]+)\s*(\(.*\)\s*->\s*.*?)?\s*(,\s*execution_thread=\"([^\"]*)\"\s*)?\{\s*$")
-_CLOSER = re.compile(r"^\}\s*(,\s*execution_thread=\"[^\"]*\"\s*)?(//.*)?$")
+_HEADER = re.compile(r"^\s*(ENTRY\s+)?%?([^\s(={}]+)\s*(\(.*\)\s*->\s*.*?)?\s*"
+                     r"(,\s*execution_thread=\"([^\"]*)\"\s*)?\{\s*$")
+_CLOSER = re.compile(r"^\}\s*(,\s*execution_thread=\"(?P<thread>[^\"]*)\"\s*)?(//.*)?$")
 _OPCODE = re.compile(r"\s*([a-z][a-z0-9\-_]*)\(")
 _CALL_ATTRS = ("calls", "to_apply", "body", "condition", "true_computation", "false_computation",
                "branch_computations", "called_computations", "scatter", "select", "comparator")
@@ -610,8 +628,10 @@ def parse(text: str) -> Module:
                                       execution_thread=hm.group(5) or "")
                 shapes = {}
             continue  # module attributes continued over lines, stray text between computations
-        if _CLOSER.match(stripped):
+        closer = _CLOSER.match(stripped)
+        if closer:
             flush()
+            current.execution_thread = closer.group("thread") or current.execution_thread
             if current.name in module.computations:
                 raise ValueError(f"computation {current.name} defined twice")
             module.computations[current.name] = current
@@ -656,7 +676,6 @@ _ASYNC_START = re.compile(r"^(?P<base>[a-z\-]+)-start$")
 _WORKSPACE_TARGETS = re.compile(r"^__(cublas|cudnn|hipblas|miopen|rocblas)")
 # Opcodes that read only the part of their first operand that they output.
 PARTIAL_READ = frozenset({"slice", "dynamic-slice", "gather"})
-_VIEW_OPCODES = frozenset({"bitcast", "reshape", "get-tuple-element"})
 
 
 def _is_async_start(inst: Instruction) -> bool:
@@ -761,7 +780,7 @@ def _partial_reads(module: Module, fusion: Instruction) -> dict[int, int | None]
         while frontier and ok:
             name = frontier.pop()
             for user in users.get(name, []):
-                if user.opcode in _VIEW_OPCODES and user.opcode != "get-tuple-element":
+                if user.opcode in ("bitcast", "reshape"):
                     frontier.append(user.name)
                 elif user.opcode in PARTIAL_READ and user.operands and user.operands[0] == name and \
                         name not in user.operands[1:]:
@@ -999,6 +1018,10 @@ class MatrixOp:
     computation: str
 
 
+# Opcodes that are matrix products or convolutions (a ``scaled-dot`` is a product with block scales).
+MATRIX_OPCODES = frozenset({"dot", "convolution", "scaled-dot", "ragged-dot", "sparse-dot"})
+
+
 def _int_list(text: str) -> list[int]:
     return [int(d) for d in re.findall(r"-?\d+", text)]
 
@@ -1053,7 +1076,7 @@ def _library_op(module: Module, comp: Computation, inst: Instruction) -> MatrixO
         impl = "cublaslt" if target.startswith("__cublas$lt") else \
             "onednn" if "onednn" in target else "cublas"
         cfg = inst.backend_config
-        dnums = (cfg.get("gemm_backend_config") or {}).get("dot_dimension_numbers") or {}
+        dnums = (cfg.get("gemm_backend_config") or cfg).get("dot_dimension_numbers") or {}
         contracting = [int(d) for d in dnums.get("lhs_contracting_dimensions", [])]
         if not contracting and len(lhs.dims) >= 1:
             contracting = [len(lhs.dims) - 1]
@@ -1075,7 +1098,7 @@ def _inner_op(module: Module, body: Computation | None, inner: Instruction, laun
               comp: Computation, impl: str) -> MatrixOp:
     lhs = _shape_of(body, inner.operands[0]) if inner.operands else Shape()
     rhs = _shape_of(body, inner.operands[1]) if len(inner.operands) > 1 else Shape()
-    if inner.opcode == "dot":
+    if inner.opcode != "convolution":
         flops = _dot_flops(lhs, inner.shape, _int_list(inner.attrs.get("lhs_contracting_dims", "")))
         kind = "dot"
     else:
@@ -1105,7 +1128,7 @@ def _fusion_matrix_ops(module: Module, comp: Computation, launcher: Instruction,
         seen.add(cname)
         body = module.computations[cname]
         for inner in body:
-            if inner.opcode in ("dot", "convolution"):
+            if inner.opcode in MATRIX_OPCODES:
                 out.append(_inner_op(module, body, inner, launcher, comp, impl))
             elif inner.opcode in ("fusion", "fusion-start", "call"):
                 stack.extend(inner.called)
@@ -1143,7 +1166,7 @@ def matrix_ops(module_or_text: Module | str) -> list[MatrixOp]:
             fusion = _fusion_of(module, inst)
             if fusion is not None:
                 out += _fusion_matrix_ops(module, comp, inst, fusion)
-            elif target.opcode in ("dot", "convolution"):
+            elif target.opcode in MATRIX_OPCODES:
                 body = module.computations.get(inst.called[0]) if wrapped is not None else comp
                 out.append(_inner_op(module, body, target, inst, comp, "xla"))
             elif target.opcode in ("custom-call", "custom-call-start"):
