@@ -6,7 +6,7 @@ PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed-stamp
 JOBS   ?= 2
 
-.PHONY: book test labs check-labs suite clean
+.PHONY: book test labs check-labs suite gpu-check clean
 
 $(STAMP): pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -33,6 +33,11 @@ check-labs: $(STAMP)
 # The workload suite on this machine's profile; writes results/<host>.json and PNGs.
 suite: $(STAMP)
 	$(PY) -m xlalab.suite
+
+# On a machine where TensorFlow sees a GPU: suite (gpu profile), every solution and student lab graded, the book
+# built; writes results/<gpu-model>.json, its plots and results/<gpu-model>-report.md. Fails clearly without a GPU.
+gpu-check: $(STAMP)
+	$(PY) -m xlalab.gpu_check
 
 clean:
 	rm -rf _build .pytest_cache

@@ -129,6 +129,9 @@ def test_measured_ceilings_are_plausible_and_cached(tmp_path, monkeypatch):
     assert bw["threads"] == hw.cpu_count()
     assert hw.measure_bandwidth(megabytes=64, repeats=2) == bw  # second call reads the cache
     assert list(tmp_path.glob("ceilings-*.json"))
+    before = [f.read_text() for f in tmp_path.glob("ceilings-*.json")]
+    hw.measure_bandwidth(megabytes=16, repeats=1, cache=False)  # a second opinion leaves the cache alone
+    assert [f.read_text() for f in tmp_path.glob("ceilings-*.json")] == before
 
 
 def test_cpu_peaks_roof_is_the_multithreaded_copy(tmp_path, monkeypatch):

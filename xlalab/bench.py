@@ -41,8 +41,9 @@ def _tensorflow():
 def _sync_devices() -> Callable[[], None] | None:
     """``tf.test.experimental.sync_devices`` where this TensorFlow has it, else ``None``.
 
-    It first appears in the TensorFlow 2.12 API
-    (https://www.tensorflow.org/versions/r2.12/api_docs/python/tf/test/experimental); it runs a
+    The TensorFlow 2.12 API documentation lists it, and every later version's
+    (https://www.tensorflow.org/versions/r2.12/api_docs/python/tf/test/experimental); the course requires
+    TensorFlow 2.16 or later, so the fallback is for older installations only. It runs a
     ``SyncDevice`` op on every logical device (on a GPU: wait for its stream) and then waits for
     TensorFlow's own queue of pending eager ops (``context.async_wait()``).
     """
@@ -64,7 +65,7 @@ def sync(result: Any) -> Any:
 
     ``result`` may be nested lists, tuples and dicts. Its leaves that have ``block_until_ready()`` are
     waited on (JAX arrays, :class:`DelayedResult`). Then, when TensorFlow is imported,
-    ``tf.test.experimental.sync_devices()`` (TensorFlow 2.12 and later) waits for every device, which also
+    ``tf.test.experimental.sync_devices()`` (documented from TensorFlow 2.12 on) waits for every device, which also
     covers work that returned no tensor (a variable update). Without it, each TensorFlow tensor leaf is
     waited on by fetching one element that depends on it (``tf.reshape(x, [-1])[:1]``), never the whole
     tensor. Nothing is copied to the host, so the wait does not grow with the size of the output.

@@ -458,8 +458,11 @@ def _device_copy_gbps(device: str, megabytes: int, repeats: int) -> float:
 
 
 def measure_bandwidth(megabytes: int = 256, repeats: int = 5, refresh: bool = False,
-                      device: str | None = None) -> dict[str, float]:
+                      device: str | None = None, cache: bool = True) -> dict[str, float]:
     """Measure memory bandwidth in GB/s; cached per machine unless ``refresh`` is true.
+
+    ``cache=False`` measures without reading or writing the cache (a second opinion that leaves the
+    ceilings other pages use alone).
 
     Host (``device`` None): ``copy_gbps`` (one NumPy thread copies ``megabytes``: ``2 * n`` float32 moved,
     read plus write), ``copy_threads_gbps`` (the same copy split over ``threads`` = :func:`cpu_count`
@@ -475,12 +478,13 @@ def measure_bandwidth(megabytes: int = 256, repeats: int = 5, refresh: bool = Fa
     import numpy as np
 
     key = f"bandwidth_v2_{megabytes}" + (f"_{device}" if device else "")
-    cached = _load_cache().get(key)
+    cached = _load_cache().get(key) if cache else None
     if cached and not refresh:
         return cached
     if device is not None:
         result = {"copy_gbps": _device_copy_gbps(device, megabytes, repeats), "device": device}
-        _store_cache(key, result)
+        if cache:
+            _store_cache(key, result)
         return result
     n = megabytes * 2**20 // 4
     a = np.empty(n, np.float32)
@@ -500,20 +504,22 @@ def measure_bandwidth(megabytes: int = 256, repeats: int = 5, refresh: bool = Fa
     result = {"copy_gbps": round(2 * 4 * n / copy_s / 1e9, 2),
               "copy_threads_gbps": round(2 * 4 * n / threads_s / 1e9, 2), "threads": threads,
               "triad_gbps": round(5 * 4 * n / triad_s / 1e9, 2)}
-    _store_cache(key, result)
+    if cache:
+        _store_cache(key, result)
     return result
 
 
-def measure_matmul_flops(n: int = 2048, repeats: int = 5, refresh: bool = False) -> dict[str, float]:
+def measure_matmul_flops(n: int = 2048, repeats: int = 5, refresh: bool = False, cache: bool = True) -> dict[str, float]:
     """Measure dense float32 matmul throughput: ``{"numpy_tflops": ..., "tensorflow_tflops": ...}``.
 
     Times ``[n, n] @ [n, n]`` (``2 * n**3`` FLOPs) with NumPy's BLAS and with TensorFlow's CPU kernel;
-    the best of ``repeats`` runs each, cached per machine unless ``refresh`` is true.
+    the best of ``repeats`` runs each, cached per machine unless ``refresh`` is true (``cache=False``: neither
+    read nor written).
     """
     import numpy as np
 
     key = f"matmul_{n}"
-    cached = _load_cache().get(key)
+    cached = _load_cache().get(key) if cache else None
     if cached and not refresh:
         return cached
     rng = np.random.default_rng(0)
@@ -530,7 +536,8 @@ def measure_matmul_flops(n: int = 2048, repeats: int = 5, refresh: bool = False)
         tf_s = _best_of(lambda: tf.matmul(ta, tb).numpy(), repeats)
     flops = 2 * n**3
     result = {"numpy_tflops": round(flops / np_s / 1e12, 4), "tensorflow_tflops": round(flops / tf_s / 1e12, 4)}
-    _store_cache(key, result)
+    if cache:
+        _store_cache(key, result)
     return result
 
 
@@ -538,14 +545,14 @@ def cpu_peaks(refresh: bool = False) -> DevicePeaks:
     """This CPU's ceilings as :class:`DevicePeaks`: the multi-threaded copy bandwidth and the best measured matmul rate.
 
     The memory roof is the copy with :func:`cpu_count` threads, because XLA:CPU and TensorFlow's CPU kernels
-    run on a thread pool; the single-threaded NumPy copy is kept in ``measured["copy_gbps"]`` beside it.
+    run on a thread pool; the single-threaded NumPy copy is kept in ``measured["copy_gbps"]`` beside it (on a
+    busy machine it can come out higher, since the threads then compete with other processes for the cores).
     """
     bw = measure_bandwidth(refresh=refresh)
     mm = measure_matmul_flops(refresh=refresh)
     fp32 = max(mm["numpy_tflops"], mm["tensorflow_tflops"])
-    roof = max(bw["copy_threads_gbps"], bw["copy_gbps"])
     return DevicePeaks(
-        f"{cpu_name()} ({cpu_count()} cores)", roof, {"fp32": fp32},
+        f"{cpu_name()} ({cpu_count()} cores)", bw["copy_threads_gbps"], {"fp32": fp32},
         f"measured on this machine: memory roof = NumPy copy split over {bw['threads']} threads "
         f"({bw['copy_threads_gbps']} GB/s; XLA:CPU and TensorFlow run their kernels multi-threaded), "
         f"single-threaded NumPy copy {bw['copy_gbps']} GB/s alongside; fp32 roof = best of NumPy and "

@@ -42,6 +42,8 @@ RESULT_KEYS = ("workload", "case", "mode", "correct", "skipped", "first_call_s",
                "throughput", "throughput_unit", "speedup_vs_graph", "speedup_ci", "achieved_gbps",
                "achieved_tflops", "roofline_fraction", "fusions", "kernels")
 XLA_MODES = ("xla", "xla_mixed")
+# MatrixOp.impl values (xlalab.hlo.matrix_ops) of a product or convolution fused with other operations.
+FUSED_IMPLS = ("fusion", "triton")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -130,15 +132,21 @@ def _hlo_summary(runner: W.Runner) -> dict[str, Any] | None:
     from . import hlo
 
     try:
-        s = hlo.summary(hlo.hlo_text(runner.fn, *runner.args, stage="optimized_hlo"))
+        module = hlo.parse(hlo.hlo_text(runner.fn, *runner.args, stage="optimized_hlo"))
+        s = hlo.summary(module)
+        mats = hlo.matrix_ops(module)
     except Exception as exc:  # noqa: BLE001 - record why, keep the run going
         return {"error": f"{type(exc).__name__}: {str(exc)[:200]}"}
     out = {k: s[k] for k in ("fusions", "fusions_by_kind", "kernels", "ops_by_opcode", "fused_ops_by_opcode",
                              "bytes_moved", "instructions")}
-    # What the step's matmuls and convolutions became: fused with their neighbours, or launched on their own.
-    for op in ("convolution", "dot", "custom-call"):
-        out[f"{op}_standalone"] = s["ops_by_opcode"].get(op, 0)
-        out[f"{op}_fused"] = s["fused_ops_by_opcode"].get(op, 0)
+    # What the step's matmuls and convolutions became, whatever the backend (xlalab.hlo.matrix_ops): fused
+    # with their neighbours (inside an XLA fusion, or a Triton GEMM fusion), or launched on their own (a bare
+    # dot/convolution, a cuBLAS/cuDNN/oneDNN call).
+    out["matrix_ops"] = [{"name": m.name, "kind": m.kind, "impl": m.impl, "flops": m.flops} for m in mats]
+    for kind in ("dot", "convolution"):
+        of_kind = [m for m in mats if m.kind == kind]
+        out[f"{kind}_fused"] = sum(m.impl in FUSED_IMPLS for m in of_kind)
+        out[f"{kind}_standalone"] = len(of_kind) - out[f"{kind}_fused"]
     return out
 
 
@@ -369,25 +377,33 @@ def _versions() -> dict[str, str]:
 
 
 def _hardware(profile: str) -> tuple[dict[str, Any], Any, float]:
-    """The hardware summary plus the ceilings measured now; returns (dict, peak_flops(dtype), bandwidth B/s)."""
+    """The hardware summary plus the ceilings of the device that runs the work; returns (dict, peak_flops(dtype), bandwidth B/s).
+
+    The roof is :func:`xlalab.hw.peaks` of that device: a GPU's datasheet entry (with its device copy
+    bandwidth measured now), or the CPU's measured ceilings (multi-threaded copy bandwidth). Under
+    ``XLALAB_FAKE_GPU`` the work runs on the CPU, so the roof is the CPU's.
+    """
     from . import hw
 
     hwd = hw.summary().to_dict()
     hwd["profile"] = profile
-    bw = hw.measure_bandwidth(megabytes=64 if profile == "tiny" else 256, refresh=True)
-    hwd.update(copy_gbps=bw["copy_gbps"], triad_gbps=bw["triad_gbps"])
-    if hw.gpus():
-        peaks = hw.peaks()
-        hwd.update(bandwidth_gbps=peaks.bandwidth_gbps, peak_tflops=dict(peaks.tflops), peaks_source=peaks.source,
-                   roof_note="datasheet peaks for the roof; copy_gbps measured now")
+    backend = hw.backend()
+    refresh = profile != "tiny"
+    peaks = hw.cpu_peaks(refresh=refresh) if backend.fake else hw.peaks(refresh=refresh)
+    host = hw.measure_bandwidth(refresh=False)  # the host's NumPy figures (peaks() refreshed them on a CPU)
+    hwd.update(copy_gbps=peaks.measured.get("copy_gbps", host["copy_gbps"]),
+               host_copy_gbps=host["copy_gbps"], host_copy_threads_gbps=host["copy_threads_gbps"],
+               triad_gbps=host["triad_gbps"], bandwidth_gbps=peaks.bandwidth_gbps, peak_tflops=dict(peaks.tflops),
+               roof_device=peaks.name, peaks_source=peaks.source, measured=dict(peaks.measured),
+               ran_on=("CPU (XLALAB_FAKE_GPU names a GPU, but TensorFlow ran on the CPU)" if backend.fake
+                       else f"{backend.kind.upper()}: {backend.name}"))
+    if backend.kind == "gpu" and not backend.fake:
+        hwd["roof_note"] = ("datasheet peaks for the roof; copy_gbps is the device-to-device copy measured now "
+                            "(xlalab.hw.measure_bandwidth on /GPU:0)")
     else:
-        mm = hw.measure_matmul_flops()
-        fp32 = max(mm["numpy_tflops"], mm["tensorflow_tflops"])
-        peaks = hw.DevicePeaks(hw.cpu_name(), bw["copy_gbps"], {"fp32": fp32}, "measured")
-        hwd.update(bandwidth_gbps=bw["copy_gbps"], peak_tflops={"fp32": fp32}, matmul=mm,
-                   peaks_source="measured on this machine: copy bandwidth now (NumPy copyto), fp32 matmul "
-                                "(best of NumPy and TensorFlow, 2048x2048; cached per machine)",
-                   roof_note="the CPU roof uses the measured fp32 matmul rate for every dtype")
+        hwd["roof_note"] = (f"memory roof: NumPy copy over {peaks.measured['threads']} threads, measured now "
+                            "(XLA:CPU and TensorFlow run their kernels multi-threaded); copy_gbps is the "
+                            "single-threaded NumPy copy; the fp32 roof (best measured matmul) is used for every dtype")
     hwd["load_average"] = list(os.getloadavg()) if hasattr(os, "getloadavg") else None
     return hwd, peaks.peak_flops, peaks.bandwidth
 
@@ -420,7 +436,9 @@ def _targets(results: list[dict[str, Any]], copy_gbps: float) -> dict[str, Any]:
         x = mem["xla"]
         out["fusion_memory"] = {"xla_fusions": x["fusions"], "xla_kernels": x["kernels"],
                                 "speedup_vs_graph": x["speedup_vs_graph"], "speedup_ci": x["speedup_ci"],
-                                "met_one_fusion": x["fusions"] == 1, "met_3x": x["speedup_vs_graph"] >= 3}
+                                "roofline_fraction": x["roofline_fraction"], "achieved_gbps": x["achieved_gbps"],
+                                "met_one_fusion": x["fusions"] == 1, "met_3x": x["speedup_vs_graph"] >= 3,
+                                "met_0_7_roof": x["roofline_fraction"] >= 0.7}
     return out
 
 
@@ -443,7 +461,8 @@ def run(profile: str | None = None, only: Iterable[str] = W.WORKLOADS, out: str 
         min_time = 0.05
     hwd, peak, bandwidth = _hardware(profile)
     _progress(f"xlalab.suite: profile {profile}, {hwd['cpu']} ({hwd['cores']} cores), "
-              f"{len(hwd['gpus'])} GPU(s); copy {hwd['copy_gbps']} GB/s; roof {hwd['peak_tflops']} TFLOP/s")
+              f"{len(hwd['gpus'])} GPU(s); ran on {hwd['ran_on']}; roof {hwd['bandwidth_gbps']} GB/s, "
+              f"{hwd['peak_tflops']} TFLOP/s")
     mixed = hw.mixed_policy()
     cases = _select(profile, only)
     n_modes = sum(len([m for m in W.MODES if m in c.modes]) for c in cases)
@@ -556,6 +575,7 @@ def plot(doc: dict[str, Any], directory: Path, stem: str) -> list[Path]:
         ax.axis("off")
     hwd = doc["hardware"]
     gpu = hwd["gpus"][0]["name"] if hwd["gpus"] else "no GPU"
+    device = hwd.get("roof_device") or (hwd["cpu"] if not hwd["gpus"] else gpu)
     fig.suptitle(f"Speedup over graph mode, profile {doc['profile']}: {hwd['cpu']}, {hwd['cores']} cores, {gpu}")
     fig.tight_layout()
     speed_path = directory / f"{stem}-speedups.png"
@@ -575,7 +595,7 @@ def plot(doc: dict[str, Any], directory: Path, stem: str) -> list[Path]:
     points = list({p.label: p for p in points}.values())
     fig, ax = plt.subplots(figsize=(8, 5.5))
     peak = hwd["peak_tflops"]["fp32"] * 1e12
-    xplot.roofline(points, peak, hwd["bandwidth_gbps"] * 1e9, ax=ax, device=hwd["cpu"] if not hwd["gpus"] else gpu,
+    xplot.roofline(points, peak, hwd["bandwidth_gbps"] * 1e9, ax=ax, device=device,
                    title=f"Roofline, profile {doc['profile']} (fastest mode and graph mode per case)")
     # The course palette has 8 colours: give every further 8 points another marker, so that labels stay unique.
     labels = {p.label for p in points}
@@ -619,9 +639,11 @@ def table(doc: dict[str, Any]) -> str:
         if "fusions" not in h:
             continue
         kinds = ", ".join(f"{k} {v}" for k, v in sorted(h["fusions_by_kind"].items()))
-        alone = ", ".join(f"{h[f'{op}_standalone']} {op}" for op in ("convolution", "dot", "custom-call")
-                          if h[f"{op}_standalone"])
-        fused = ", ".join(f"{h[f'{op}_fused']} {op}" for op in ("convolution", "dot", "custom-call") if h[f"{op}_fused"])
+        alone = ", ".join(f"{h[f'{op}_standalone']} {op}" for op in ("convolution", "dot") if h.get(f"{op}_standalone"))
+        fused = ", ".join(f"{h[f'{op}_fused']} {op}" for op in ("convolution", "dot") if h.get(f"{op}_fused"))
+        impls = sorted({m["impl"] for m in h.get("matrix_ops", [])})
+        if impls:
+            fused += f" (implementations: {', '.join(impls)})"
         lines.append(f"  {r['workload']}/{r['case']} {r['mode']}: {h['fusions']} fusions ({kinds or 'none'}), "
                      f"{h['kernels']} kernels; on their own: {alone or 'nothing'}; inside fusions: {fused or 'nothing'}; "
                      f"{h['ops_by_opcode'].get('copy', 0)} copies")
