@@ -83,10 +83,20 @@ def test_hlo_ops_match_the_launches_of_the_module_the_trace_ran(xla_profile):
 
 def test_graph_mode_has_no_hlo_ops_and_xla_mode_one_cluster(graph_profile, xla_profile):
     assert profile.hlo_ops(graph_profile) == []
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="no XLA op ran"):
         profile.hlo_module_text(graph_profile)
     clusters = [r for r in profile.framework_ops(xla_profile) if r["type"].startswith("__inference")]
     assert clusters, [r["type"] for r in profile.framework_ops(xla_profile)]
+
+
+def test_a_module_compiled_before_the_capture_is_not_taken_for_the_one_it_ran(x, tmp_path):
+    """The converters list every module the process compiled; graph mode still has no module text."""
+    earlier = tf.function(lambda v: tf.reduce_max(v) * 3.0, jit_compile=True)
+    earlier(x)
+    prof = profile.capture(tf.function(_step), x, steps=1, logdir=tmp_path)
+    assert profile.hlo_ops(prof) == []
+    with pytest.raises(ValueError, match="no XLA op ran"):
+        profile.hlo_module_text(prof)
 
 
 def test_kernels_is_a_list_on_any_backend(xla_profile):

@@ -268,7 +268,8 @@ def hlo_module_text(prof: Profile, module: str | None = None) -> str:
     """The optimized HLO text of one XLA module the capture ran (``graph_viewer`` tool, ``long_txt``).
 
     ``module`` is a name from :func:`hlo_modules` or a module name as the trace events give it
-    (``OpTime.module``); default: the module with the most HLO-op time in the capture. The instruction names
+    (``OpTime.module``); default: the module with the most HLO-op time in the capture (a ValueError when no XLA
+    op ran in it, even if the process compiled modules before: the converters list those too). The instruction names
     are those of the trace's ``hlo_op`` events, so the text can go to :func:`xlalab.hlo.summary` and its
     launches be matched with :func:`hlo_ops` by name.
     """
@@ -277,7 +278,11 @@ def hlo_module_text(prof: Profile, module: str | None = None) -> str:
         raise ValueError("the capture holds no XLA module (was the function compiled with jit_compile=True?)")
     if module is None:
         ops = hlo_ops(prof)
-        module = ops[0].module if ops else names[0]
+        if not ops:
+            # The converters list every module the process had compiled, also ones that did not run here.
+            raise ValueError(f"no XLA op ran during the capture (was the function compiled with "
+                             f"jit_compile=True?); modules compiled earlier in this process: {names}")
+        module = ops[0].module
     matches = [n for n in names if n == module or re.sub(r"\(\d+\)$", "", n) == module]
     if not matches:
         raise ValueError(f"no module {module!r} in the capture; it has {names}")
