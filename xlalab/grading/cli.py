@@ -18,7 +18,14 @@ always come from the instructor source, never from the submission.
 
 Outputs: ``<out>/gradebook.csv`` (student, total, max, one column per check, status), rebuilt from the rows the
 grader keeps in its private spool (re-grading one student replaces only that row; a gradebook changed behind
-the grader's back is reported and rebuilt), and ``<out>/feedback/<student>.md``.
+the grader's back is reported and rebuilt), and ``<out>/feedback/<student>.md``. A lab with written answers
+(graded by hand) also gets ``auto``/``manual`` columns, ``<out>/answers/<lab>/<question>.md`` and the template
+``<out>/manual.csv`` (:mod:`xlalab.grading.answers`).
+
+``python -m xlalab.grade LAB --merge-manual grades/manual.csv --out grades/`` folds the instructor's scores of the
+written answers in (bad lines are rejected, one line each, exit status 1); ``--export canvas|moodle|csv``
+(repeatable, ``--roster``, ``--moodle-id``) writes ``<out>/export-<kind>.csv`` (:mod:`xlalab.grading.export`).
+Both work with or without submissions in the same command.
 """
 
 from __future__ import annotations

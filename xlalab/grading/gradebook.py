@@ -16,7 +16,9 @@ A ``gradebook.csv`` with no spool yet (an older grader's, or a copied folder) is
 folder holds a random token (``.xlalab-gradebook``) kept in the manifest too: a new folder at the same path (the
 instructor started over) does not inherit the old rows (the old spool is set aside as ``<spool>.stale-<time>``).
 
-Rows, columns and CSV live here; manual columns and exports (written answers graded by hand) belong here too.
+Rows, columns and CSV live here. A lab with written answers adds ``auto``, ``max_auto``, ``manual``,
+``max_manual`` and one column per question; the rows kept in the spool carry the answers, so that
+``--merge-manual`` (:mod:`.answers`) and ``--export`` (:mod:`.export`) work from the grader's own copy.
 """
 
 from __future__ import annotations
