@@ -202,3 +202,24 @@ def test_exports_follow_the_documented_columns(graded, tmp_path):
 def _write(path: Path, text: str) -> Path:
     path.write_text(text, encoding="utf-8")
     return path
+
+
+def test_regrading_keeps_the_instructors_points_for_an_unchanged_answer(tmp_path):
+    root = make_answers_root(tmp_path)
+    src, out, sub = root / "solutions" / f"{SAMPLE}.ipynb", root / "grades", root / "ann.ipynb"
+    nb = answered(root)
+    cell(nb, "p2-why").source = ANN_WHY
+    nbformat.write(nb, str(sub))
+    kw = dict(cell_timeout=60, timeout=180, memory_gb=3, quiet=True)
+    grade.grade_submissions(src, [sub], out, **kw)
+    manual = out / "manual.csv"
+    manual.write_text(manual.read_text().replace("ann,p2-why,,", "ann,p2-why,3,fine"), encoding="utf-8")
+    changed, errors = cli.merge_manual(src, manual, out, quiet=True)
+    assert [r.student for r in changed] == ["ann"] and errors == []
+    (row,) = grade.grade_submissions(src, [sub], out, **kw)          # same answer: the points stay
+    assert (row.manual, row.total) == (3, 9) and _book(out)["ann"]["p2-why"] == "3"
+    assert "ann,p2-why,3,fine" in manual.read_text()                  # the filled template is not reset
+    cell(nb, "p2-why").source = ANN_WHY + " Edited."
+    nbformat.write(nb, str(sub))
+    (row,) = grade.grade_submissions(src, [sub], out, **kw)          # a changed answer waits to be scored again
+    assert row.pending == ["p2-why"] and _book(out)["ann"]["p2-why"] == "" and row.total == 6
