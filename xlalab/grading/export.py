@@ -11,8 +11,10 @@ one.
   one column per assignment; an assignment column whose name matches no assignment creates one, and the row
   ``Points Possible`` under the header gives its maximum (Canvas Instructor Guide, "How do I import grades in
   the Gradebook?", https://community.canvaslms.com/t5/Instructor-Guide/How-do-I-import-grades-in-the-Gradebook/
-  ta-p/807, and "How do I export grades in the Gradebook?", whose file has the same columns and the
-  ``Points Possible`` row). Without a roster, ``Student`` and ``SIS Login ID`` are the grader's name.
+  ta-p/807; the file Canvas itself exports, which the import reads back, is written by ``lib/gradebook_exporter.rb``
+  in https://github.com/instructure/canvas-lms: header ``Student, ID, SIS User ID, SIS Login ID, Section``,
+  the assignments, then a second row whose first cell is ``"    Points Possible"`` with each assignment's
+  points). Without a roster, ``Student`` and ``SIS Login ID`` are the grader's name.
 - ``moodle``: Moodle's "Import grades from CSV file": one identifier column that the import maps to a user
   field (``Identify user by``: user id, username, ID number or email address) and one column per grade item,
   each mapped to a grade item (or to a new one) on the import form (Moodle docs, "Import grades",
