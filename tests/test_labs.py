@@ -4,6 +4,10 @@ course promises (6-10 checks, about 20 points, at least a third of them hidden).
 
 Grading a solution is also its nbval validation, so each solution runs once (CPU profile, or whatever
 XLALAB_PROFILE the caller set); the student version and the mutations run at ``XLALAB_PROFILE=tiny``.
+
+Backend-neutral: every solution is graded once more at the tiny profile with ``XLALAB_FAKE_GPU`` set, so that
+recorded XLA:GPU HLO stands in for every optimized module the lab and its checks compile (``xlalab.hlo``) and
+``xlalab.hw`` reports that GPU; a check whose expected value holds on the CPU only fails there.
 """
 
 from __future__ import annotations
@@ -18,6 +22,7 @@ from xlalab import assign, grade
 REPO = Path(__file__).resolve().parent.parent
 SOLUTIONS = sorted((REPO / "solutions").glob("lab*.ipynb"))
 TINY = {"XLALAB_PROFILE": "tiny"}
+FAKE_GPU = {**TINY, "XLALAB_FAKE_GPU": "NVIDIA A100-SXM4-40GB"}
 LIMITS = {"cell_timeout": 900, "timeout": 2400, "memory_gb": 8}
 
 
@@ -103,3 +108,32 @@ def test_mutation_fails_its_check(path, index, mutation, tmp_path):
     row = _grade(sub, path, tmp_path / "out", env=TINY)
     result = next(c for c in row.checks if c.check == mutation["check"])
     assert not result.passed, f"mutation {mutation} did not fail check {mutation['check']}:\n" + _feedback(row)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("path", SOLUTIONS, ids=[p.stem for p in SOLUTIONS])
+def test_solution_scores_full_points_on_fake_gpu(path, tmp_path):
+    """The solution keeps every point when the backend is a GPU (recorded XLA:GPU HLO, hw reporting an A100)."""
+    row = _grade(path, path, tmp_path, env=FAKE_GPU)
+    assert row.total == row.maximum, _feedback(row)
+
+
+# Lab 7's text names the decoder block's sub-layers (ln1, attn, ln2, mlp) but not the model's: a model that keeps
+# its embeddings, blocks, final norm and head under other names follows the text and must keep every point.
+LAB7_RENAMES = [("self.tok", "self.token_embedding"), ("self.pos", "self.position_embedding"),
+                ("self.blocks", "self.stack"), ("self.ln_f", "self.final_norm"), ("self.head", "self.to_logits")]
+
+
+@pytest.mark.slow
+def test_lab07_checks_accept_other_model_attribute_names(tmp_path):
+    path = REPO / "solutions" / "lab07_transformer.ipynb"
+    nb = assign.read(path)
+    cell = next(c for c in nb.cells if c.get("id") == "p3-answer")
+    for old, new in LAB7_RENAMES:
+        assert old in cell.source, f"{old} is no longer in Lab 7's p3-answer: update LAB7_RENAMES"
+        cell.source = cell.source.replace(old, new)
+    sub = tmp_path / "lab07-renamed.ipynb"
+    sub.write_text(assign.dumps(nb), encoding="utf-8")
+    row = _grade(sub, path, tmp_path / "out", env=TINY)
+    failed = [c.check for c in row.checks if not c.passed]
+    assert not failed, f"checks that rely on attribute names the lab text does not give: {failed}\n" + _feedback(row)
