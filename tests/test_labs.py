@@ -65,6 +65,10 @@ def test_lab_shape(path):
     written = assign.answers(nb)   # graded by hand; their points come on top of the checks'
     assert written, f"{path.name}: no written answer marked with xlalab.answer (want at least one, with points)"
     assert all(a.rubric.strip() for a in written), f"{path.name}: every written answer needs a rubric"
+    intro = next(c for c in nb.cells if c.cell_type == "markdown").source
+    max_manual = sum(a.points for a in written)
+    assert f"up to {max_manual:g} points" in intro, \
+        f"{path.name}: the first cell must say the written answers are worth up to {max_manual:g} points"
     released = json.loads(assign.dumps(grade.load_lab(path).released))
     assert all(a.state == "unchanged" and a.earned == 0 for a in answers_mod.answers_of(grade.load_lab(path),
                                                                                        released)), \
