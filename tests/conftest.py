@@ -136,3 +136,32 @@ def grader_state(tmp_path_factory) -> Path:
         os.environ.pop("XLALAB_GRADER_STATE", None)
     else:
         os.environ["XLALAB_GRADER_STATE"] = old
+
+
+# -- written answers graded by hand (tests/test_answers.py) -----------------------------------------------------
+
+RUBRIC_WHY = "2 points: names associativity; 1 point: says the order of the sum does not matter. RUBRIC-SECRET"
+MODEL_WHY = "Because addition is associative (a sample written answer). MODEL-SECRET"
+RUBRIC_SCALE = "1 point: says scale multiplies every element. RUBRIC-SECRET-2"
+
+
+def sample_solution_with_answers() -> nbformat.NotebookNode:
+    """The sample lab with two written answers graded by hand (3 + 1 points): 6 automatic + 4 manual."""
+    nb = sample_solution()
+    i = next(i for i, c in enumerate(nb.cells) if c.get("id") == "p2-why")
+    nb.cells[i] = md("p2-why", MODEL_WHY, answer="p2-why", points=3, rubric=RUBRIC_WHY)
+    j = next(i for i, c in enumerate(nb.cells) if c.get("id") == "p1-hidden")
+    nb.cells.insert(j + 1, md("p1-explain", "scale multiplies each element by k.", answer="p1-explain",
+                              points=1, rubric=RUBRIC_SCALE))
+    return nb
+
+
+def make_answers_root(root: Path) -> Path:
+    """``root`` made a repository with the written-answer sample lab in solutions/ and labs/."""
+    from xlalab import assign
+
+    (root / "_config.yml").write_text("title: t\nrepository:\n  url: https://example.org/x\n", encoding="utf-8")
+    (root / "solutions").mkdir()
+    nbformat.write(sample_solution_with_answers(), str(root / "solutions" / f"{SAMPLE}.ipynb"))
+    assert assign.main(["--root", str(root)]) == 0
+    return root

@@ -1,6 +1,7 @@
 """Every lab in solutions/: its solution scores full points, its student version scores 0, every deliberately
 broken answer (``metadata.xlalab.mutations``) fails its check, labs/ is current, and the lab has the shape the
-course promises (6-10 checks, about 20 points, at least a third of them hidden).
+course promises (6-10 checks, about 20 points of automatic checks, at least a third of them hidden, at least one
+written answer graded by hand).
 
 Grading a solution is also its nbval validation, so each solution runs once (CPU profile, or whatever
 XLALAB_PROFILE the caller set); the student version and the mutations run at ``XLALAB_PROFILE=tiny``.
@@ -18,6 +19,7 @@ from pathlib import Path
 import pytest
 
 from xlalab import assign, grade
+from xlalab.grading import answers as answers_mod
 
 REPO = Path(__file__).resolve().parent.parent
 SOLUTIONS = sorted((REPO / "solutions").glob("lab*.ipynb"))
@@ -59,7 +61,23 @@ def test_lab_shape(path):
     total = sum(c.points for c in checks)
     hidden = sum(c.points for c in checks if c.hidden)
     assert 6 <= len(checks) <= 10, f"{path.name}: {len(checks)} checks (want 6-10)"
-    assert 18 <= total <= 22, f"{path.name}: {total:g} points (want about 20)"
+    assert 18 <= total <= 22, f"{path.name}: {total:g} points of automatic checks (want about 20)"
+    written = assign.answers(nb)   # graded by hand; their points come on top of the checks'
+    assert written, f"{path.name}: no written answer marked with xlalab.answer (want at least one, with points)"
+    assert all(a.rubric.strip() for a in written), f"{path.name}: every written answer needs a rubric"
+    intro = next(c for c in nb.cells if c.cell_type == "markdown").source
+    max_manual = sum(a.points for a in written)
+    assert f"up to {max_manual:g} points" in intro, \
+        f"{path.name}: the first cell must say the written answers are worth up to {max_manual:g} points"
+    released = json.loads(assign.dumps(grade.load_lab(path).released))
+    assert all(a.state == "unchanged" and a.earned == 0 for a in answers_mod.answers_of(grade.load_lab(path),
+                                                                                       released)), \
+        f"{path.name}: the released answer boxes must score 0 without the instructor"
+    lab_path = REPO / "labs" / path.name
+    text = "\n".join(c.source + json.dumps(dict(c.metadata)) for c in assign.read(lab_path).cells) \
+        if lab_path.exists() else ""
+    leaked = [a.answer for a in written if a.rubric.strip() in text or (a.model.strip() and a.model.strip() in text)]
+    assert not leaked, f"labs/{path.name} holds the rubric or model answer of {leaked}"
     assert hidden >= total / 3, f"{path.name}: {hidden:g} of {total:g} points hidden (want at least a third)"
     ids = [c.get("id") for c in nb.cells]
     assert all(ids) and len(set(ids)) == len(ids), f"{path.name}: every cell needs a unique id"
@@ -81,7 +99,8 @@ def test_lab_shape(path):
 def test_solution_scores_full_points(path, tmp_path):
     """The nbval validation of the solution (CPU profile unless XLALAB_PROFILE is set by the caller)."""
     row = _grade(path, path, tmp_path, env={})
-    assert row.total == row.maximum, _feedback(row)
+    # Full automatic points; the written answers' points are the instructor's (merged from manual.csv).
+    assert row.auto == row.max_auto, _feedback(row)
     assert not row.restored, "the guard restored something in the solution:\n" + _feedback(row)
 
 
@@ -93,6 +112,7 @@ def test_student_lab_scores_zero(path, tmp_path):
     row = _grade(lab, path, tmp_path, env=TINY)
     passed = [c.check for c in row.checks if c.passed]
     assert not passed, f"checks that pass on the unmodified student lab: {passed}\n" + _feedback(row)
+    assert row.manual == 0 and not row.pending, "the unmodified lab's written answers must score 0:\n" + _feedback(row)
 
 
 @pytest.mark.slow
@@ -115,7 +135,7 @@ def test_mutation_fails_its_check(path, index, mutation, tmp_path):
 def test_solution_scores_full_points_on_fake_gpu(path, tmp_path):
     """The solution keeps every point when the backend is a GPU (recorded XLA:GPU HLO, hw reporting an A100)."""
     row = _grade(path, path, tmp_path, env=FAKE_GPU)
-    assert row.total == row.maximum, _feedback(row)
+    assert row.auto == row.max_auto, _feedback(row)
 
 
 # Lab 7's text names the decoder block's sub-layers (ln1, attn, ln2, mlp) but not the model's: a model that keeps

@@ -16,6 +16,8 @@ Instructor side, in pipeline order (``python -m xlalab.grade`` is :mod:`.cli`):
 - :mod:`.task`        one submission end to end (what an engine runs), returning its row
 - :mod:`.feedback`    the Markdown feedback of one student and the summary table
 - :mod:`.gradebook`   rows kept in a grader-private spool, ``gradebook.csv`` built from it, tampering detected
+- :mod:`.answers`     written answers: collected per question, ``manual.csv`` template and merge
+- :mod:`.export`      ``--export canvas|moodle|csv``: the gradebook in the form a platform imports
 - :mod:`.engine`      where submissions run: in process, a local Dask cluster, a scheduler, Slurm/PBS/SGE/LSF
 - :mod:`.cli`         ``python -m xlalab.grade`` (``tests/bench_grading.py`` measures its throughput)
 """

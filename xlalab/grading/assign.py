@@ -5,7 +5,7 @@
 For each solution notebook (all ``solutions/lab*.ipynb`` when no path is given) the student version
 ``labs/<same name>`` is written with: inline answers (``# BEGIN SOLUTION`` ... ``# END SOLUTION``) and whole
 answer cells replaced by ``# YOUR CODE HERE`` / ``raise NotImplementedError``, written answers replaced by an
-empty answer box, hidden checks removed, ``@REPOSITORY_URL@`` replaced by ``repository.url`` from
+empty answer box (a graded one, ``"xlalab": {"answer", "points", "rubric"}``, keeps only its id and points), hidden checks removed, ``@REPOSITORY_URL@`` replaced by ``repository.url`` from
 ``_config.yml``, instructor-only metadata removed, outputs and execution counts cleared. The output is
 deterministic (sorted metadata keys, nbformat 4.5, stable cell ids, trailing newline), so ``--check`` compares
 bytes and exits 1 when ``labs/`` is out of date.
@@ -64,6 +64,21 @@ class Check:
         return source_digest(self.source)
 
 
+@dataclass(frozen=True)
+class Answer:
+    """One written-answer cell of a solution notebook: ``"xlalab": {"answer": id, "points": n, "rubric": ...}``.
+
+    ``model`` (the cell's source) and ``rubric`` are instructor-only: they never reach ``labs/``.
+    """
+
+    answer: str
+    points: float
+    rubric: str
+    model: str
+    cell_id: str
+    index: int
+
+
 def source_digest(source: str) -> str:
     """SHA-256 hex digest of a cell source, ignoring trailing whitespace on lines and at the end."""
     text = "\n".join(line.rstrip() for line in source.strip("\n").splitlines())
@@ -113,6 +128,35 @@ def checks(nb: Any) -> list[Check]:
         seen.add(cid)
         found.append(Check(cid, float(points), bool(meta.get("hidden", False)), cell.get("id", ""),
                            index, cell.source))
+    return found
+
+
+def answers(nb: Any) -> list[Answer]:
+    """Every written-answer cell of a solution notebook, in order.
+
+    Raises FormatError on a code cell, a bad id, non-positive points, a duplicate id or an id that is also a
+    check's (gradebook columns are named by both).
+    """
+    found: list[Answer] = []
+    seen = {c.check for c in checks(nb)}
+    for index, cell in enumerate(nb.cells):
+        meta = xmeta(cell)
+        if "answer" not in meta:
+            continue
+        aid, points, rubric = meta["answer"], meta.get("points"), meta.get("rubric", "")
+        where = f"cell {index} (id {cell.get('id')!r})"
+        if cell.cell_type != "markdown":
+            raise FormatError(f"{where}: a written answer must be a markdown cell")
+        if not isinstance(aid, str) or not re.fullmatch(r"[\w\-.]+", aid):
+            raise FormatError(f"{where}: answer id {aid!r} must be letters, digits, '-', '_' or '.'")
+        if isinstance(points, bool) or not isinstance(points, (int, float)) or points <= 0:
+            raise FormatError(f"{where}: answer {aid!r} needs positive numeric 'points', got {points!r}")
+        if not isinstance(rubric, str):
+            raise FormatError(f"{where}: answer {aid!r}: 'rubric' must be a string")
+        if aid in seen:
+            raise FormatError(f"{where}: duplicate id {aid!r} (answer and check ids share one namespace)")
+        seen.add(aid)
+        found.append(Answer(aid, float(points), rubric, cell.source, cell.get("id", ""), index))
     return found
 
 
@@ -170,7 +214,7 @@ def student_notebook(nb: Any, repo_url: str, name: str) -> Any:
         repo_url: replaces ``@REPOSITORY_URL@`` in the setup cell.
         name: the lab's name, e.g. ``"lab01_timing"``; stored as ``metadata.xlalab.lab``.
     """
-    checks(nb)  # validates headers and ids
+    answers(nb)  # validates check headers, check and answer ids
     cells = []
     for index, cell in enumerate(nb.cells):
         meta = xmeta(cell)
@@ -182,6 +226,9 @@ def student_notebook(nb: Any, repo_url: str, name: str) -> Any:
                     continue
                 source = cell.source
                 new_meta["xlalab"] = {"check": meta["check"], "points": meta["points"]}
+            elif "answer" in meta:   # written answer: an empty box; rubric and model answer stay behind
+                source = ANSWER_BOX
+                new_meta["xlalab"] = {"answer": meta["answer"], "points": meta["points"]}
             elif cell.cell_type == "markdown":
                 source = ANSWER_BOX if meta.get("solution") else cell.source
             elif cell.cell_type == "code":

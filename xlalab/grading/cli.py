@@ -18,7 +18,14 @@ always come from the instructor source, never from the submission.
 
 Outputs: ``<out>/gradebook.csv`` (student, total, max, one column per check, status), rebuilt from the rows the
 grader keeps in its private spool (re-grading one student replaces only that row; a gradebook changed behind
-the grader's back is reported and rebuilt), and ``<out>/feedback/<student>.md``.
+the grader's back is reported and rebuilt), and ``<out>/feedback/<student>.md``. A lab with written answers
+(graded by hand) also gets ``auto``/``manual`` columns, ``<out>/answers/<lab>/<question>.md`` and the template
+``<out>/manual.csv`` (:mod:`xlalab.grading.answers`).
+
+``python -m xlalab.grade LAB --merge-manual grades/manual.csv --out grades/`` folds the instructor's scores of the
+written answers in (bad lines are rejected, one line each, exit status 1); ``--export canvas|moodle|csv``
+(repeatable, ``--roster``, ``--moodle-id``) writes ``<out>/export-<kind>.csv`` (:mod:`xlalab.grading.export`).
+Both work with or without submissions in the same command.
 """
 
 from __future__ import annotations
@@ -29,7 +36,7 @@ import time
 from pathlib import Path
 from typing import Iterable
 
-from xlalab.grading import assign, engine, sandbox as sandbox_mod
+from xlalab.grading import answers as answers_mod, assign, engine, export as export_mod, sandbox as sandbox_mod
 from xlalab.grading.feedback import summary_table
 from xlalab.grading.gradebook import Gradebook
 from xlalab.grading.lab import load_lab
@@ -66,8 +73,25 @@ def grade_submissions(lab: str | Path, submissions: Iterable[str | Path], out: s
     ids = [c.check for c in the_lab.checks]
     kwargs = dict(cell_timeout=cell_timeout, timeout=timeout, memory_gb=memory_gb, env=env,
                   sandbox=box if spec.kind in ("serial", "local") else sandbox)
-    with Gradebook(out, ids, quiet=quiet) as book:
-        rows = engine.run(the_lab, entries, kwargs, spec, book.record, progress=progress)
+    # Written answers are read here, from the submission files, before any student code of this run starts.
+    written = {student: answers_mod.collect(the_lab, path) for student, path in entries} if the_lab.answers else {}
+    with Gradebook(out, ids, quiet=quiet, answer_ids=[a.answer for a in the_lab.answers]) as book:
+        before = dict(book.stored)
+
+        def record(row: Row) -> None:
+            row.answers = written.get(row.student, [])
+            old = before.get(row.student)
+            for res in row.answers:   # a re-graded student keeps the instructor's points for an unchanged answer
+                prev = next((a for a in (old.answers if old else []) if a.answer == res.answer), None)
+                if prev is not None and prev.earned is not None and res.earned is None and prev.text == res.text:
+                    res.earned, res.comment = prev.earned, prev.comment
+            book.record(row)
+
+        rows = engine.run(the_lab, entries, kwargs, spec, record, progress=progress)
+        if the_lab.answers:
+            everyone = list(book.stored.values())
+            answers_mod.write_answer_files(the_lab, everyone, out)
+            answers_mod.write_manual_template(the_lab, everyone, Path(out) / "manual.csv")
     result = Graded(rows)
     result.warnings = book.warnings
     result.elapsed = time.monotonic() - start
@@ -79,6 +103,39 @@ def grade_submissions(lab: str | Path, submissions: Iterable[str | Path], out: s
               f"bwrap ({', '.join(unsandboxed[:5])}...); install bubblewrap there or use --sandbox bwrap",
               file=sys.stderr)
     return result
+
+
+def merge_manual(lab: str | Path, manual: str | Path, out: str | Path = "grades", *,
+                 source: str | Path | None = None, quiet: bool = False) -> tuple[list[Row], list[str]]:
+    """Fold the instructor's ``manual.csv`` into the gradebook in ``out``: returns (changed rows, errors).
+
+    Only the written-answer points and comments of the listed students change (their gradebook line and
+    feedback file); each bad line is one error and changes nothing. The answer files are rewritten.
+    """
+    the_lab = load_lab(lab, source)
+    lines = answers_mod.read_manual(manual)
+    with Gradebook(out, [c.check for c in the_lab.checks], quiet=quiet,
+                   answer_ids=[a.answer for a in the_lab.answers]) as book:
+        changed, errors = answers_mod.merge_manual(the_lab, dict(book.stored), lines)
+        for row in changed:
+            book.record(row, write=False)
+        if changed:
+            book.write_csv()
+        if the_lab.answers:
+            answers_mod.write_answer_files(the_lab, list(book.stored.values()), out)
+    return changed, errors
+
+
+def export_gradebook(lab: str | Path, kind: str, out: str | Path = "grades", *, source: str | Path | None = None,
+                     roster: str | Path | None = None, moodle_id: str = "username", quiet: bool = False) -> Path:
+    """Write ``<out>/export-<kind>.csv`` (see :mod:`xlalab.grading.export`) from the grader's own rows."""
+    the_lab = load_lab(lab, source)
+    with Gradebook(out, [c.check for c in the_lab.checks], quiet=quiet,
+                   answer_ids=[a.answer for a in the_lab.answers]) as book:
+        rows = list(book.stored.values())
+        text = book.csv_text()
+    return export_mod.export(kind, rows, lab=the_lab.name, maximum=the_lab.maximum, out=out, csv_text=text,
+                             roster=roster, moodle_id=moodle_id)
 
 
 def parser() -> argparse.ArgumentParser:
@@ -97,6 +154,18 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--timeout", type=float, default=1800, help="seconds for a whole notebook")
     p.add_argument("--memory-gb", type=float, default=8,
                    help="address-space limit of the grading process and its kernel (TF+XLA needs >= 4)")
+    m = p.add_argument_group("written answers and exports")
+    m.add_argument("--merge-manual", metavar="CSV", default=None,
+                   help="fold the instructor's scores of the written answers (student,question,points,comment; "
+                        "the grader writes <out>/manual.csv as a template) into the gradebook and feedback")
+    m.add_argument("--export", action="append", choices=export_mod.KINDS, default=[],
+                   help="write <out>/export-KIND.csv in the form Canvas or Moodle imports, or a plain CSV "
+                        "(repeatable)")
+    m.add_argument("--roster", default=None,
+                   help="CSV with a 'student' column and the platform's identifier columns (Canvas: ID, SIS "
+                        "User ID, SIS Login ID, Section; Moodle: Username, Email address or ID number)")
+    m.add_argument("--moodle-id", choices=sorted(export_mod.MOODLE_ID_COLUMNS), default="username",
+                   help="the identifier column of the Moodle export")
     g = p.add_argument_group("scale-out (Dask)")
     g.add_argument("--scheduler", default=None, help="address of a running Dask scheduler (tcp://host:8786)")
     g.add_argument("--cluster", choices=engine.CLUSTERS, default=None,
@@ -127,9 +196,32 @@ def main(argv: list[str] | None = None) -> int:
             return 2
         print(engine.job_script(spec))
         return 0
-    if not args.submissions:
+    if not args.submissions and not (args.merge_manual or args.export):
         print("error: no submissions given", file=sys.stderr)
         return 2
+    if args.submissions:
+        rc = _grade_main(args, spec)
+        if rc:
+            return rc
+    rc = 0
+    try:
+        if args.merge_manual:
+            changed, errors = merge_manual(args.lab, args.merge_manual, args.out, source=args.source)
+            for e in errors:
+                print(f"rejected: {e}", file=sys.stderr)
+            print(f"merged {args.merge_manual}: {len(changed)} students changed, {len(errors)} lines rejected")
+            rc = 1 if errors else 0
+        for kind in args.export:
+            path = export_gradebook(args.lab, kind, args.out, source=args.source, roster=args.roster,
+                                    moodle_id=args.moodle_id)
+            print(f"export ({kind}): {path}")
+    except (FileNotFoundError, ValueError, assign.FormatError) as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    return rc
+
+
+def _grade_main(args: argparse.Namespace, spec: engine.EngineSpec) -> int:
     try:
         rows = grade_submissions(args.lab, args.submissions, args.out, source=args.source,
                                  cell_timeout=args.cell_timeout, timeout=args.timeout,
@@ -143,7 +235,10 @@ def main(argv: list[str] | None = None) -> int:
     for w in rows.warnings:
         print(f"WARNING: {w}")
     print(f"\ngradebook: {Path(args.out) / 'gradebook.csv'}; feedback: {Path(args.out) / 'feedback'}/")
+    if (Path(args.out) / "manual.csv").exists():
+        print(f"written answers: {Path(args.out) / 'answers'}/; score them in {Path(args.out) / 'manual.csv'}, "
+              "then --merge-manual")
     return 0
 
 
-__all__ = ["Graded", "Row", "grade_submissions", "main", "parser"]
+__all__ = ["Graded", "Row", "export_gradebook", "grade_submissions", "main", "merge_manual", "parser"]

@@ -13,6 +13,10 @@ def feedback_text(row: Row) -> str:
     """The Markdown feedback for one student."""
     lines = [f"# {row.lab}: feedback for {row.student}", "",
              f"**Score: {_fmt(row.total)} / {_fmt(row.maximum)} points** ({row.status})", ""]
+    if row.answers:
+        lines += [f"Automatic checks: {_fmt(row.auto)} / {_fmt(row.max_auto)}; written answers: "
+                  f"{_fmt(row.manual)} / {_fmt(row.max_manual)}"
+                  + (f" ({len(row.pending)} not scored yet)" if row.pending else "") + ".", ""]
     if row.status.startswith("not graded"):
         lines += [f"Your submission could not be graded: {row.status.removeprefix('not graded: ')}.", ""]
     lines += ["| check | kind | points | result |", "|---|---|---|---|"]
@@ -20,6 +24,12 @@ def feedback_text(row: Row) -> str:
         result = "pass" if c.passed else "FAIL: " + c.message.replace("|", "\\|").replace("\n", " ")
         lines.append(f"| `{c.check}` | {'hidden' if c.hidden else 'visible'} | {_fmt(c.earned)} / "
                      f"{_fmt(c.points)} | {result} |")
+    if row.answers:
+        lines += ["", "## Written answers", "", "| question | points | comment |", "|---|---|---|"]
+        for a in row.answers:
+            got = "not scored yet" if a.earned is None else _fmt(a.earned)
+            comment = (a.comment or "").replace("|", "\\|").replace("\n", " ")
+            lines.append(f"| `{a.answer}` | {got} / {_fmt(a.points)} | {comment} |")
     if row.tampering:
         lines += ["", "## Tampering", ""] + [f"- {t}" for t in row.tampering]
     if row.restored:

@@ -16,7 +16,9 @@ A ``gradebook.csv`` with no spool yet (an older grader's, or a copied folder) is
 folder holds a random token (``.xlalab-gradebook``) kept in the manifest too: a new folder at the same path (the
 instructor started over) does not inherit the old rows (the old spool is set aside as ``<spool>.stale-<time>``).
 
-Rows, columns and CSV live here; manual columns and exports (written answers graded by hand) belong here too.
+Rows, columns and CSV live here. A lab with written answers adds ``auto``, ``max_auto``, ``manual``,
+``max_manual`` and one column per question; the rows kept in the spool carry the answers, so that
+``--merge-manual`` (:mod:`.answers`) and ``--export`` (:mod:`.export`) work from the grader's own copy.
 """
 
 from __future__ import annotations
@@ -38,6 +40,7 @@ from xlalab.grading.score import Row
 from xlalab.grading.submissions import safe_name
 
 FIXED = ("student", "total", "max")
+SPLIT = ("auto", "max_auto", "manual", "max_manual")   # a lab with written answers: automatic and manual apart
 
 
 def _fmt(x: float) -> str:
@@ -66,9 +69,16 @@ def spool_dir(out: str | Path) -> Path:
 
 
 def csv_record(row: Row) -> dict[str, str]:
-    """A row as the CSV writes it: student, total, max, one column per check, status."""
+    """A row as the CSV writes it: student, total, max, one column per check, status; with written answers
+    also auto, max_auto, manual, max_manual and one column per question (blank until scored)."""
     rec = {"student": row.student, "total": _fmt(row.total), "max": _fmt(row.maximum), "status": row.status}
     rec.update({c.check: _fmt(c.earned) for c in row.checks})
+    if row.answers:
+        rec.update({"auto": _fmt(row.auto), "max_auto": _fmt(row.max_auto), "manual": _fmt(row.manual),
+                    "max_manual": _fmt(row.max_manual)})
+        rec.update({a.answer: "" if a.earned is None else _fmt(a.earned) for a in row.answers})
+        if row.pending:
+            rec["status"] = f"{row.status}; written answers not scored yet: {', '.join(row.pending)}"
     return rec
 
 
@@ -100,9 +110,12 @@ class Gradebook:
     ``warnings`` lists what was found changed behind the grader's back.
     """
 
-    def __init__(self, out: str | Path, check_ids: list[str], *, quiet: bool = False):
+    def __init__(self, out: str | Path, check_ids: list[str], *, quiet: bool = False,
+                 answer_ids: list[str] | None = None):
         self.out = Path(out)
         self.check_ids = list(check_ids)
+        self.answer_ids = list(answer_ids or [])
+        self.stored: dict[str, Row] = {}        # every row the spool holds (with its written answers)
         self.quiet = quiet
         self.warnings: list[str] = []
         self.records: dict[str, dict[str, str]] = {}
@@ -148,6 +161,8 @@ class Gradebook:
             try:
                 data = json.loads(f.read_text(encoding="utf-8"))
                 self.records[data["student"]] = {str(k): str(v) for k, v in data["record"].items()}
+                if isinstance(data.get("row"), dict):
+                    self.stored[data["student"]] = Row.from_dict(data["row"])
             except (OSError, ValueError, KeyError, TypeError):
                 self._warn(f"spool file {f} is unreadable and was skipped")
         manifest = self._manifest()
@@ -214,7 +229,8 @@ class Gradebook:
 
     def columns(self) -> list[str]:
         """student, total, max, the lab's checks, other columns already in the gradebook, status."""
-        cols = [*FIXED, *self.check_ids]
+        cols = [*FIXED, *SPLIT, *self.check_ids, *self.answer_ids] if self.answer_ids else \
+            [*FIXED, *self.check_ids]
         for rec in self.records.values():
             for k in rec:
                 if k not in cols and k != "status":
@@ -226,6 +242,7 @@ class Gradebook:
         rec = csv_record(row)
         self.records[row.student] = rec
         self.rows[row.student] = row
+        self.stored[row.student] = row
         self._spool_write(row.student, rec, row)
         self._write_feedback(row)
         self._since.append(row.student)

@@ -4,7 +4,7 @@ it, its checks and points. Points, ids and hidden checks always come from here, 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -20,10 +20,21 @@ class Lab:
     released: Any
     checks: list[assign.Check]
     url: str = assign.REPOSITORY_TOKEN
+    answers: list[assign.Answer] = field(default_factory=list)   # written answers, graded by hand
+
+    @property
+    def max_auto(self) -> float:
+        """Points of the automatic checks."""
+        return sum(c.points for c in self.checks)
+
+    @property
+    def max_manual(self) -> float:
+        """Points of the written answers (the instructor's, merged from ``manual.csv``)."""
+        return sum(a.points for a in self.answers)
 
     @property
     def maximum(self) -> float:
-        return sum(c.points for c in self.checks)
+        return self.max_auto + self.max_manual
 
 
 
@@ -56,5 +67,5 @@ def load_lab(lab: str | Path, source: str | Path | None = None) -> Lab:
     root = _find_config_root(path.resolve().parent)
     url = assign.repository_url(root) if root else assign.REPOSITORY_TOKEN
     released = assign.student_notebook(nb, url, name)
-    return Lab(name, path, nb, released, assign.checks(nb), url)
+    return Lab(name, path, nb, released, assign.checks(nb), url, assign.answers(nb))
 

@@ -32,6 +32,30 @@ class CheckResult:
         return self.points if self.passed else 0.0
 
 
+# The states of a written answer; all but "answered" score 0 without the instructor.
+ANSWERED, EMPTY, UNCHANGED, MISSING = "answered", "empty", "unchanged", "missing"
+
+
+@dataclass
+class AnswerResult:
+    """One written answer of one submission, read from the submission by the grader's own process.
+
+    ``earned`` is None until the instructor's points are merged (``--merge-manual``); an empty, unchanged
+    or missing answer scores 0 at once.
+    """
+
+    answer: str
+    points: float
+    state: str
+    text: str = ""
+    earned: float | None = None
+    comment: str = ""
+
+    @property
+    def score(self) -> float:
+        return self.earned or 0.0
+
+
 @dataclass
 class Row:
     """One student's line of the gradebook, with what the feedback file needs."""
@@ -51,10 +75,34 @@ class Row:
     notebook_seconds: float = 0.0   # the run under nbval (pytest start, kernel, cells, teardown)
     cells_seconds: float = 0.0      # the notebook's own cells (the lab's, the student's, the checks)
     cpu_seconds: float = 0.0        # CPU time of the run (pytest, kernel; exact when one run at a time)
+    answers: list[AnswerResult] = field(default_factory=list)   # written answers (client side)
+
+    @property
+    def auto(self) -> float:
+        """Points of the automatic checks."""
+        return sum(c.earned for c in self.checks)
+
+    @property
+    def manual(self) -> float:
+        """Points of the written answers graded so far (pending ones count 0)."""
+        return sum(a.score for a in self.answers)
+
+    @property
+    def max_auto(self) -> float:
+        return sum(c.points for c in self.checks)
+
+    @property
+    def max_manual(self) -> float:
+        return sum(a.points for a in self.answers)
+
+    @property
+    def pending(self) -> list[str]:
+        """Written answers the instructor has not scored yet."""
+        return [a.answer for a in self.answers if a.earned is None]
 
     @property
     def total(self) -> float:
-        return sum(c.earned for c in self.checks)
+        return self.auto + self.manual
 
     def points(self) -> dict[str, float]:
         return {c.check: c.earned for c in self.checks}
@@ -66,6 +114,7 @@ class Row:
     def from_dict(cls, data: dict[str, Any]) -> "Row":
         known = {k: v for k, v in data.items() if k in cls.__dataclass_fields__}
         known["checks"] = [CheckResult(**c) for c in known.get("checks", [])]
+        known["answers"] = [AnswerResult(**a) for a in known.get("answers", [])]
         return cls(**known)
 
 

@@ -1,0 +1,189 @@
+"""Written answers, graded by hand: collected from the hand-ins, laid out one question per file, scored by the
+instructor in ``manual.csv`` and merged back into the gradebook and the feedback.
+
+- :func:`collect` reads a submission's answers in the grader's own process, from the submission file, before
+  any student code of the run starts (never from anything a kernel wrote). An answer cell is found by the
+  released cell id, else by its ``xlalab.answer`` metadata. An answer that is blank, still the released box
+  (``**Your answer:** …``) or deleted scores 0 at once; the others wait for the instructor.
+- :func:`write_answer_files` writes ``<out>/answers/<lab>/<question>.md``: the rubric and the model answer
+  (from the instructor source) at the top, then every student's answer to that question.
+- :func:`write_manual_template` adds the missing ``student,question,points,comment`` lines to
+  ``<out>/manual.csv`` (lines already there, the instructor's, are never changed).
+- :func:`merge_manual` checks each line of a filled ``manual.csv`` (unknown student or question, points that
+  are not a number, negative, above the question's maximum, or given to a blank answer: one line of error
+  each, that line is skipped) and returns the rows whose written-answer points or comments changed.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+from pathlib import Path
+from typing import Any
+
+from xlalab.grading import assign
+from xlalab.grading.lab import Lab
+from xlalab.grading.score import ANSWERED, EMPTY, MISSING, UNCHANGED, AnswerResult, Row
+
+MANUAL_COLUMNS = ("student", "question", "points", "comment")
+_NO_ANSWER = {EMPTY: "no answer (blank): 0 points", UNCHANGED: "no answer (the box was left as released): 0 points",
+              MISSING: "no answer (the answer cell was deleted): 0 points"}
+
+
+def _fmt(x: float) -> str:
+    return f"{x:g}"
+
+
+def _normal(text: str) -> str:
+    return "\n".join(line.rstrip() for line in text.strip().splitlines())
+
+
+def _result(answer: assign.Answer, text: str | None) -> AnswerResult:
+    if text is None:
+        state = MISSING
+    elif not text.strip():
+        state = EMPTY
+    elif _normal(text) == _normal(assign.ANSWER_BOX) or _normal(text).replace("…", "").replace("...", "").strip(
+            " *") in ("Your answer:", ""):
+        state = UNCHANGED
+    else:
+        state = ANSWERED
+    if state == ANSWERED:
+        return AnswerResult(answer.answer, answer.points, state, text or "")
+    return AnswerResult(answer.answer, answer.points, state, text or "", 0.0, _NO_ANSWER[state])
+
+
+def answers_of(lab: Lab, nb: Any) -> list[AnswerResult]:
+    """The written answers of a parsed submission notebook (cells as dicts or NotebookNodes)."""
+    cells = nb.get("cells", []) if isinstance(nb, dict) else []
+    out = []
+    for a in lab.answers:
+        text = None
+        for c in cells:
+            if isinstance(c, dict) and c.get("cell_type") == "markdown" and (
+                    (a.cell_id and c.get("id") == a.cell_id) or assign.xmeta(c).get("answer") == a.answer):
+                src = c.get("source", "")
+                text = "".join(src) if isinstance(src, list) else str(src)
+                break
+        out.append(_result(a, text))
+    return out
+
+
+def collect(lab: Lab, path: str | Path) -> list[AnswerResult]:
+    """The written answers in the submission file ``path``; an unreadable file has them all missing."""
+    try:
+        nb = json.loads(Path(path).read_bytes().decode("utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError):
+        nb = {}
+    return answers_of(lab, nb if isinstance(nb, dict) else {})
+
+
+def _quote(text: str) -> str:
+    return "\n".join("> " + line if line.strip() else ">" for line in text.strip().splitlines())
+
+
+def answer_file_text(lab: Lab, answer: assign.Answer, rows: list[Row]) -> str:
+    """The Markdown file of one question: rubric and model answer, then each student's answer."""
+    lines = [f"# {lab.name}: `{answer.answer}` ({_fmt(answer.points)} points)", "",
+             "## Rubric", "", answer.rubric.strip() or "(none given)", "",
+             "## Model answer", "", _quote(answer.model) or "(none)", "", "## Answers", ""]
+    for row in sorted(rows, key=lambda r: r.student):
+        res = next((a for a in row.answers if a.answer == answer.answer), None)
+        if res is None:
+            continue
+        score = "not scored yet" if res.earned is None else f"{_fmt(res.earned)} / {_fmt(res.points)}"
+        lines += [f"### {row.student} ({res.state}; {score})", ""]
+        if res.state == ANSWERED:
+            lines += [_quote(res.text), ""]
+        else:
+            lines += [f"*{_NO_ANSWER[res.state]}*", ""]
+        if res.comment and res.state == ANSWERED:
+            lines += [f"Comment: {res.comment}", ""]
+    return "\n".join(lines).rstrip() + "\n"
+
+
+def write_answer_files(lab: Lab, rows: list[Row], out: str | Path) -> list[Path]:
+    """``<out>/answers/<lab>/<question>.md`` for every written question of the lab."""
+    folder = Path(out) / "answers" / lab.name
+    folder.mkdir(parents=True, exist_ok=True)
+    paths = []
+    for answer in lab.answers:
+        path = folder / f"{answer.answer}.md"
+        path.write_text(answer_file_text(lab, answer, rows), encoding="utf-8")
+        paths.append(path)
+    return paths
+
+
+def read_manual(path: str | Path) -> list[dict[str, str]]:
+    text = Path(path).read_text(encoding="utf-8-sig")
+    return [{k.strip(): (v or "").strip() for k, v in r.items() if k} for r in csv.DictReader(io.StringIO(text))]
+
+
+def write_manual_template(lab: Lab, rows: list[Row], path: str | Path) -> Path:
+    """Add a line per (student, question) not yet in ``path``; blank answers come with 0 points filled in."""
+    path = Path(path)
+    existing = read_manual(path) if path.exists() else []
+    have = {(r.get("student"), r.get("question")) for r in existing}
+    new = []
+    for row in sorted(rows, key=lambda r: r.student):
+        for res in row.answers:
+            if (row.student, res.answer) not in have:
+                new.append({"student": row.student, "question": res.answer,
+                            "points": "" if res.earned is None else _fmt(res.earned),
+                            "comment": "" if res.state == ANSWERED else _NO_ANSWER[res.state]})
+    if new or not path.exists():
+        buf = io.StringIO()
+        writer = csv.DictWriter(buf, fieldnames=MANUAL_COLUMNS, lineterminator="\n", extrasaction="ignore")
+        writer.writeheader()
+        for r in existing + new:
+            writer.writerow(r)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(buf.getvalue(), encoding="utf-8")
+    return path
+
+
+def merge_manual(lab: Lab, rows: dict[str, Row], lines: list[dict[str, str]]) -> tuple[list[Row], list[str]]:
+    """Apply the instructor's lines to ``rows`` (by student); return (changed rows, one error per bad line).
+
+    A line with blank points is not scored yet and is skipped silently; a bad line changes nothing.
+    """
+    maxima = {a.answer: a.points for a in lab.answers}
+    errors: list[str] = []
+    changed: dict[str, Row] = {}
+    for n, line in enumerate(lines, start=2):   # line 1 is the header
+        student, question = line.get("student", ""), line.get("question", "")
+        points, comment = line.get("points", ""), line.get("comment", "")
+        where = f"manual.csv line {n} ({student or '?'}, {question or '?'})"
+        if student not in rows:
+            errors.append(f"{where}: unknown student {student!r} (not in this gradebook)")
+            continue
+        if question not in maxima:
+            errors.append(f"{where}: unknown question {question!r}; {lab.name} has "
+                          f"{', '.join(maxima) or 'no written questions'}")
+            continue
+        if points == "":
+            continue
+        try:
+            value = float(points)
+        except ValueError:
+            errors.append(f"{where}: points {points!r} is not a number")
+            continue
+        if not 0 <= value <= maxima[question]:
+            errors.append(f"{where}: {points} points is outside 0..{_fmt(maxima[question])}, the question's "
+                          "maximum")
+            continue
+        row = rows[student]
+        res = next((a for a in row.answers if a.answer == question), None)
+        if res is None:
+            errors.append(f"{where}: {student}'s row has no written answers (graded before they existed?); "
+                          "grade the submission again")
+            continue
+        if res.state != ANSWERED and value != 0:
+            errors.append(f"{where}: the answer is {res.state}, so it scores 0, not {points}")
+            continue
+        if res.earned != value or (comment and res.comment != comment):
+            res.earned = value
+            res.comment = comment or res.comment
+            changed[student] = row
+    return list(changed.values()), errors
