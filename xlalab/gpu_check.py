@@ -70,8 +70,8 @@ def grade_all(out: Path, root: Path = REPO) -> list[dict[str, Any]]:
                                              cell_timeout=900, timeout=2400, memory_gb=0)
             passed = [c.check for c in row.checks if c.passed]
             failed = [c.check for c in row.checks if not c.passed]
-            ok = row.total == row.maximum if want == "full" else not passed
-            rows.append({"lab": sol.stem, "kind": kind, "ok": ok, "score": row.total, "maximum": row.maximum,
+            ok = row.auto == row.max_auto if want == "full" else not passed
+            rows.append({"lab": sol.stem, "kind": kind, "ok": ok, "score": row.auto, "maximum": row.max_auto,
                          "status": row.status, "failed": failed if want == "full" else passed,
                          "seconds": round(row.seconds, 1)})
     return rows
