@@ -1,6 +1,6 @@
 """Every lab in solutions/: its solution scores full points, its student version scores 0, every deliberately
 broken answer (``metadata.xlalab.mutations``) fails its check, labs/ is current, and the lab has the shape the
-course promises (6-10 checks, about 20 points of automatic checks, at least a third of them hidden, at least one
+course promises (6-12 checks, about 20 points of automatic checks, at least a third of them hidden, at least one
 written answer graded by hand).
 
 Grading a solution is also its nbval validation, so each solution runs once (CPU profile, or whatever
@@ -60,7 +60,7 @@ def test_lab_shape(path):
     checks = assign.checks(nb)
     total = sum(c.points for c in checks)
     hidden = sum(c.points for c in checks if c.hidden)
-    assert 6 <= len(checks) <= 10, f"{path.name}: {len(checks)} checks (want 6-10)"
+    assert 6 <= len(checks) <= 12, f"{path.name}: {len(checks)} checks (want 6-12)"
     assert 18 <= total <= 22, f"{path.name}: {total:g} points of automatic checks (want about 20)"
     written = assign.answers(nb)   # graded by hand; their points come on top of the checks'
     assert written, f"{path.name}: no written answer marked with xlalab.answer (want at least one, with points)"
