@@ -194,6 +194,8 @@ def command(box: Sandbox, argv: list[str], *, writable: list[Path], cwd: Path,
         return list(argv)
     args = [box.bwrap, "--unshare-all", "--die-with-parent", "--new-session", "--cap-drop", "ALL",
             "--uid", str(JAIL_UID), "--gid", str(JAIL_UID), "--hostname", "grader"]
+    # /tmp first: the binds that follow may lie under it (a repository or venv in /tmp) and must stay visible.
+    args += ["--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp", "--dir", "/tmp/home"]
     args += ["--ro-bind", "/usr", "/usr"]
     for name in ("bin", "sbin", "lib", "lib32", "lib64", "libx32"):
         p = Path("/") / name
@@ -214,7 +216,6 @@ def command(box: Sandbox, argv: list[str], *, writable: list[Path], cwd: Path,
     corpus = package_root() / "tests" / "data" / "hlo"
     if (os.environ if env is None else env).get("XLALAB_FAKE_GPU") and corpus.is_dir():
         args += ["--ro-bind", str(corpus), str(corpus)]
-    args += ["--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp", "--dir", "/tmp/home"]
     for sub in ("devices/system/cpu", "devices/system/node", "fs/cgroup"):
         p = Path("/sys") / sub
         if p.exists() and not box.gpu_args:
