@@ -424,3 +424,15 @@ ENTRY %main (a: bf16[64,32], b: bf16[32,16], x: f32[2,8,8,3], k: f32[3,3,3,4], g
     # Batch 2, contracting 8*8, result 3x3 per batch.
     assert ops["bd"].kind == "dot" and ops["bd"].flops == 2 * (2 * 3 * 3) * (8 * 8)
     assert hlo.summary(text)["matmuls_by_impl"] == {"xla": 3, "fusion": 1}
+
+
+def test_bracket_helpers_skip_quoted_text():
+    """Brackets and separators inside quoted strings (backend_config JSON, metadata) are text, not structure."""
+    assert hlo._split_top('a, b{c,d}, "x,\\"y", f(1,2),') == ["a", "b{c,d}", '"x,\\"y"', "f(1,2)"]
+    assert hlo._split_top("a;b(;);c", ";") == ["a", "b(;)", "c"]
+    text = 'f(a, "(", {b})) tail'
+    assert text[:hlo._match_brackets(text, 1, "(", ")")] == 'f(a, "(", {b})'
+    assert hlo._depth_change('x = fusion(a, "{"') == 1 and hlo._depth_change('{ "}}}" (') == 2
+    assert hlo._depth_change('backend_config="{\\"k\\": [1') == 0       # an unclosed quote runs to the end
+    with pytest.raises(ValueError, match="unbalanced"):
+        hlo._match_brackets('(a, ")"', 0, "(", ")")

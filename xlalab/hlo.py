@@ -236,79 +236,44 @@ _ARRAY_SHAPE = re.compile(r"([a-z][a-z0-9]*)\[([^\]]*)\]")
 _DTYPE_WORD = re.compile(r"[a-z][a-z0-9]*")
 
 
+# A double-quoted string (backslash escapes inside), or an unclosed one running to the end of the text.
+_QUOTED = re.compile(r'"(?:[^"\\]|\\.)*(?:"|$)', re.S)
+
+
+def _mask_quotes(text: str) -> str:
+    """``text`` with every quoted string blanked to spaces of the same length (indices stay valid)."""
+    return _QUOTED.sub(lambda m: " " * len(m.group()), text) if '"' in text else text
+
+
 def _match_brackets(text: str, start: int, open_ch: str, close_ch: str) -> int:
     """Index just past the bracket that closes ``text[start]`` (quotes respected)."""
     depth = 0
-    i = start
-    in_str = False
-    while i < len(text):
-        c = text[i]
-        if in_str:
-            if c == "\\":
-                i += 1
-            elif c == '"':
-                in_str = False
-        elif c == '"':
-            in_str = True
-        elif c == open_ch:
-            depth += 1
-        elif c == close_ch:
-            depth -= 1
-            if depth == 0:
-                return i + 1
-        i += 1
+    for m in re.finditer(re.escape(open_ch) + "|" + re.escape(close_ch), _mask_quotes(text[start:])):
+        depth += 1 if m.group() == open_ch else -1
+        if depth == 0:
+            return start + m.end()
     raise ValueError(f"unbalanced {open_ch}{close_ch} in: {text[start:start + 120]}")
 
 
 def _depth_change(text: str) -> int:
     """Net bracket depth of ``text`` (all of ``([{`` count), brackets inside quotes ignored."""
-    depth, in_str, i = 0, False, 0
-    while i < len(text):
-        c = text[i]
-        if in_str:
-            if c == "\\":
-                i += 1
-            elif c == '"':
-                in_str = False
-        elif c == '"':
-            in_str = True
-        elif c in "([{":
-            depth += 1
-        elif c in ")]}":
-            depth -= 1
-        i += 1
-    return depth
+    masked = _mask_quotes(text)
+    return sum(masked.count(c) for c in "([{") - sum(masked.count(c) for c in ")]}")
 
 
 def _split_top(text: str, sep: str = ",") -> list[str]:
     """Split on ``sep`` outside brackets and quotes."""
-    parts, depth, in_str, cur = [], 0, False, []
-    i = 0
-    while i < len(text):
-        c = text[i]
-        if in_str:
-            cur.append(c)
-            if c == "\\" and i + 1 < len(text):
-                cur.append(text[i + 1])
-                i += 1
-            elif c == '"':
-                in_str = False
-        elif c == '"':
-            in_str = True
-            cur.append(c)
-        elif c in "([{":
+    parts, depth, last = [], 0, 0
+    for m in re.finditer(r"[()\[\]{}" + re.escape(sep) + "]", _mask_quotes(text)):
+        c = m.group()
+        if c in "([{":
             depth += 1
-            cur.append(c)
         elif c in ")]}":
             depth -= 1
-            cur.append(c)
-        elif c == sep and depth == 0:
-            parts.append("".join(cur).strip())
-            cur = []
-        else:
-            cur.append(c)
-        i += 1
-    tail = "".join(cur).strip()
+        elif depth == 0:
+            parts.append(text[last:m.start()].strip())
+            last = m.end()
+    tail = text[last:].strip()
     if tail:
         parts.append(tail)
     return parts
