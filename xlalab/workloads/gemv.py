@@ -112,8 +112,8 @@ def scores(items: Any, user: Any) -> Any:
     """Scores ``[n]`` of items ``[n, d]`` float32 for one user ``[d]``: the formulation XLA compiles best on a CPU.
 
     That is :func:`scores_matmul_split` (four row blocks, each slice fused with its dot); under XLA on the
-    2-core AMD EPYC it took less than half the time of ``tf.matmul(items, user[:, None])``, a standalone
-    ``dot`` (``results/cpu-vm.json``: 5.0 against 12.5 ms). ``results/*.json``
+    2-core AMD EPYC it took about half the time of ``tf.matmul(items, user[:, None])``, a standalone
+    ``dot`` (``results/cpu-vm.json``: 3.5 against 6.8 ms). ``results/*.json``
     (``targets.gemv.formulations_gbps``) has every formulation's GB/s for each run.
     """
     return scores_matmul_split(items, user)
