@@ -76,13 +76,14 @@ def sample_root(tmp_path: Path) -> Path:
     return tmp_path
 
 
-def make_lab_root(root: Path) -> Path:
-    """``root`` made a repository with the sample lab in solutions/ and its released version in labs/."""
+def make_lab_root(root: Path, solution: nbformat.NotebookNode | None = None) -> Path:
+    """``root`` made a repository with ``solution`` (default: the sample lab) in solutions/ and its released
+    version in labs/."""
     from xlalab import assign
 
     (root / "_config.yml").write_text("title: t\nrepository:\n  url: https://example.org/x\n", encoding="utf-8")
     (root / "solutions").mkdir()
-    nbformat.write(sample_solution(), str(root / "solutions" / f"{SAMPLE}.ipynb"))
+    nbformat.write(solution if solution is not None else sample_solution(), str(root / "solutions" / f"{SAMPLE}.ipynb"))
     assert assign.main(["--root", str(root)]) == 0
     return root
 
@@ -158,10 +159,4 @@ def sample_solution_with_answers() -> nbformat.NotebookNode:
 
 def make_answers_root(root: Path) -> Path:
     """``root`` made a repository with the written-answer sample lab in solutions/ and labs/."""
-    from xlalab import assign
-
-    (root / "_config.yml").write_text("title: t\nrepository:\n  url: https://example.org/x\n", encoding="utf-8")
-    (root / "solutions").mkdir()
-    nbformat.write(sample_solution_with_answers(), str(root / "solutions" / f"{SAMPLE}.ipynb"))
-    assert assign.main(["--root", str(root)]) == 0
-    return root
+    return make_lab_root(root, sample_solution_with_answers())

@@ -97,6 +97,14 @@ def lab_name(path: str | Path) -> str:
     return Path(path).name.removesuffix(".ipynb")
 
 
+def _check_id_and_points(where: str, kind: str, ident: Any, points: Any) -> None:
+    """Raise FormatError unless ``ident`` is a gradebook-column id and ``points`` a positive number."""
+    if not isinstance(ident, str) or not re.fullmatch(r"[\w\-.]+", ident):
+        raise FormatError(f"{where}: {kind} id {ident!r} must be letters, digits, '-', '_' or '.'")
+    if isinstance(points, bool) or not isinstance(points, (int, float)) or points <= 0:
+        raise FormatError(f"{where}: {kind} {ident!r} needs positive numeric 'points', got {points!r}")
+
+
 def checks(nb: Any) -> list[Check]:
     """Every check cell of a solution notebook, in order, validated against its ``# CHECK`` header.
 
@@ -112,10 +120,7 @@ def checks(nb: Any) -> list[Check]:
         where = f"cell {index} (id {cell.get('id')!r})"
         if cell.cell_type != "code":
             raise FormatError(f"{where}: a check must be a code cell")
-        if not isinstance(cid, str) or not re.fullmatch(r"[\w\-.]+", cid):
-            raise FormatError(f"{where}: check id {cid!r} must be letters, digits, '-', '_' or '.'")
-        if isinstance(points, bool) or not isinstance(points, (int, float)) or points <= 0:
-            raise FormatError(f"{where}: check {cid!r} needs positive numeric 'points', got {points!r}")
+        _check_id_and_points(where, "check", cid, points)
         first = cell.source.lstrip().splitlines()[0] if cell.source.strip() else ""
         m = CHECK_HEADER.match(first)
         if not m:
@@ -147,10 +152,7 @@ def answers(nb: Any) -> list[Answer]:
         where = f"cell {index} (id {cell.get('id')!r})"
         if cell.cell_type != "markdown":
             raise FormatError(f"{where}: a written answer must be a markdown cell")
-        if not isinstance(aid, str) or not re.fullmatch(r"[\w\-.]+", aid):
-            raise FormatError(f"{where}: answer id {aid!r} must be letters, digits, '-', '_' or '.'")
-        if isinstance(points, bool) or not isinstance(points, (int, float)) or points <= 0:
-            raise FormatError(f"{where}: answer {aid!r} needs positive numeric 'points', got {points!r}")
+        _check_id_and_points(where, "answer", aid, points)
         if not isinstance(rubric, str):
             raise FormatError(f"{where}: answer {aid!r}: 'rubric' must be a string")
         if aid in seen:
