@@ -8,7 +8,7 @@ graded check cell is a call of it.
 
 from __future__ import annotations
 
-import json
+import ast
 import re
 from pathlib import Path
 from typing import Any
@@ -38,13 +38,63 @@ def _is_check_like(cell: Any, lab: Lab) -> str | None:
     return None
 
 
-def build_graded(lab: Lab, sub: Any, nonce: str, log_path: Path, nb_path: Path) -> tuple[Any, list[str]]:
+def given_names(lab: Lab) -> dict[str, str]:
+    """``{name: statement}`` for the names the released lab's given code cells define (not the setup, a check
+    or an answer cell) by a literal assignment (``SIZES = [3, 5, 8]``) or a plain ``def``: the guard puts the
+    released ones back for a check that reads them. A name a student's answer cell also defines is left out."""
+    given: dict[str, str] = {}
+    answered: set[str] = set()
+    for cell in lab.source.cells:
+        if cell.cell_type != "code":
+            continue
+        meta = assign.xmeta(cell)
+        try:
+            tree = ast.parse(cell.source)
+        except SyntaxError:
+            continue
+        is_answer = bool(meta.get("solution") or assign.has_inline(cell.source))
+        if "check" in meta or meta.get("setup"):
+            continue
+        for node in tree.body:
+            names: list[str] = []
+            ok = False
+            if isinstance(node, ast.Assign) and all(isinstance(t, ast.Name) for t in node.targets):
+                names = [t.id for t in node.targets]
+                try:
+                    ast.literal_eval(node.value)
+                    ok = True
+                except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
+                    ok = False
+            elif isinstance(node, (ast.FunctionDef, ast.ClassDef)):
+                names, ok = [node.name], not node.decorator_list and isinstance(node, ast.FunctionDef)
+            elif isinstance(node, (ast.Import, ast.ImportFrom)):
+                names = [(a.asname or a.name).split(".")[0] for a in node.names]
+            if is_answer:
+                answered.update(names)
+                continue
+            for name in names:
+                if ok:
+                    given[name] = ast.get_source_segment(cell.source, node) or ""
+                else:
+                    given.pop(name, None)
+                    answered.add(name)
+    return {k: v for k, v in given.items() if v and k not in answered}
+
+
+def check_cells(lab: Lab) -> dict[str, tuple[str, str]]:
+    """``{check id: (header line, body)}``: what the plugin writes into each graded check cell as it runs."""
+    return {c.check: (f"# CHECK {c.check} ({c.points:g} points)", c.source) for c in lab.checks}
+
+
+def build_graded(lab: Lab, sub: Any, nonce: str, log_path: Path, nb_path: Path | None = None
+                 ) -> tuple[Any, list[str]]:
     """The notebook to run for one submission, and the tampering found.
 
     A visible check stays where the student has it (its text replaced by the graded version); a hidden or
     deleted check is inserted after the nearest preceding source cell the submission still has (matched by
     cell id, or by identical text for cells that are not answers) and after the student's own cells that
-    follow it. Check cells call the guard; their bodies travel in the injected first cell.
+    follow it. A check cell holds only its header and a call of the guard by check id; its code is written
+    into it by the nbval plugin as it runs (:func:`check_cells`), never into the notebook.
     """
     tampering: list[str] = []
     source_cells = lab.source.cells
@@ -147,10 +197,8 @@ def build_graded(lab: Lab, sub: Any, nonce: str, log_path: Path, nb_path: Path) 
             if j is not None:
                 pos, after_answer = j + 1, True
 
-    bodies = {c.check: c.source for c in lab.checks}
     visible = [c.check for c in lab.checks if not c.hidden]
-    args = ", ".join(repr(a) for a in (str(log_path), str(nb_path), json.dumps(bodies), visible,
-                                       guard_name, bind_name))
+    args = ", ".join(repr(a) for a in (str(log_path), visible, given_names(lab), guard_name, bind_name))
     init = nbformat.v4.new_code_cell(source=GUARD_INIT % {"args": args}, id="xlalab-grader-init")
     cells = [init]
     if setup_source is not None:

@@ -2,32 +2,43 @@
 
 ``INIT`` is the source of the first cell: it snapshots what check cells rely on before any student code
 runs and installs two functions under random names in ``builtins``: ``bind`` (a cell right after the setup
-cell calls it to snapshot the modules the setup imported) and ``guard(check_id)``, the whole body of every
-graded check cell. ``guard``:
+cell calls it to snapshot the modules the setup imported) and ``guard(check_id, body, key)``, the whole body
+of every graded check cell. The check's code and its key are not in the kernel before that cell runs: the
+nbval plugin, in the pytest process, writes them into the cell as nbval sends it (:mod:`.nbval_plugin`).
+``guard``:
 
 1. puts back everything that was replaced since the snapshot (functions and classes in the namespaces of
    ``builtins``, ``math``, ``operator``, ``functools``, every ``numpy*`` and ``xlalab*`` module, ``tensorflow``
    and ``tf.debugging``/``tf.test``/``tf.math``; the code, defaults and keyword defaults of their Python
    functions; ``sys.modules`` entries; IPython's traceback display, custom exception handlers, input and AST
    transformers; the kernel's execute and send methods) and lists what it put back;
-2. runs the check's source (held in its closure, not in the cell) in a copy of the user namespace in which
-   module names bound by the setup cell point to the real modules and notebook definitions that shadow a
-   builtin (``len = ...``) are set aside;
-3. verifies nothing was replaced while the check ran, and appends ``{"check", "event": "start"|"end",
-   "passed", "message", "notes"}`` to a log file whose path only the closure knows.
+2. clears trace and profile functions (``sys.settrace``, ``sys.setprofile``, and for new threads) and refuses
+   new ones while the check runs;
+3. runs the check's code in a copy of the user namespace in which notebook definitions that shadow a builtin
+   (``len = ...``) are set aside, compiled inside a function whose free variables hold the module names
+   bound by the setup cell (``np``) and the given names of the released lab that the check reads (``SIZES``,
+   re-evaluated from the released cell: literal assignments and plain functions), so that code called by the
+   check cannot rebind them in the check's namespace;
+4. verifies nothing was replaced while the check ran, and appends ``{"check", "event": "start"|"end",
+   "passed", "message", "notes", "mac"}`` to a log file (``mac``: an HMAC with the check's key,
+   :func:`xlalab.grading.run.guard_mac`).
 
-The grader scores a check only if nbval passed its cell *and* this log says it ended passed, so silencing
-tracebacks (nbval sees no error) or transforming the cell away (no log line) earns nothing.
+The grader scores a check only if nbval passed its cell *and* this log says, with a valid MAC, that it ended
+passed, so silencing tracebacks (nbval sees no error), transforming the cell away (no log line) or writing
+the log (no key) earns nothing.
 """
 
 INIT = r'''# xlalab grader: snapshot of what the checks rely on (injected; not part of the lab)
-def _xlalab_setup_guard(log_path, nb_path, bodies_json, visible, guard_name, bind_name):
-    import builtins, functools, json, linecache, math, operator, os, sys, types
+def _xlalab_setup_guard(log_path, visible, given, guard_name, bind_name):
+    import ast, builtins, functools, hashlib, hmac, json, linecache, math, operator, os, sys, threading, types
     import numpy, numpy.testing
     from IPython.core.inputtransformer2 import TransformerManager
 
     ip = get_ipython()
-    bodies = json.loads(bodies_json)
+    _settrace, _setprofile, _gettrace, _getprofile = sys.settrace, sys.setprofile, sys.gettrace, sys.getprofile
+    _thr_settrace, _thr_setprofile = threading.settrace, threading.setprofile
+    _hmac_new, _sha256, _repr = hmac.new, hashlib.sha256, repr
+    _parse, _literal_eval, _walk = ast.parse, ast.literal_eval, ast.walk
     _open, _compile, _exec, _isinstance, _callable, _type = open, compile, exec, isinstance, callable, type
     _id, _dict, _list, _set, _str, _len, _sorted = id, dict, list, set, str, len, sorted
     _getattr, _setattr, _delattr, _vars = getattr, setattr, delattr, vars
@@ -152,9 +163,77 @@ def _xlalab_setup_guard(log_path, nb_path, bodies_json, visible, guard_name, bin
                 _modules[name] = module
         return notes
 
-    def log(record):
-        with _open(log_path, "a", encoding="utf-8") as f:
+    def log(record, key):
+        msg = f"{record['check']}\0{record['event']}\0{record.get('passed')!r}"
+        record["mac"] = _hmac_new(key.encode(), msg.encode("utf-8", "backslashreplace"), _sha256).hexdigest()
+        with _open(log_path, "a", encoding="utf-8", errors="backslashreplace") as f:
             f.write(_dumps(record) + "\n")
+
+    def refuse(*args, **kwargs):
+        raise PermissionError("a trace or profile function cannot be set while a graded check runs")
+
+    TRACE_SLOTS = ((sys, "settrace"), (sys, "setprofile"), (threading, "settrace"), (threading, "setprofile"))
+
+    def no_tracing():
+        _settrace(None)
+        _setprofile(None)
+        _thr_settrace(None)
+        _thr_setprofile(None)
+        for owner, name in TRACE_SLOTS:
+            _setattr(owner, name, refuse)
+
+    def tracing_back():
+        _setattr(sys, "settrace", _settrace)
+        _setattr(sys, "setprofile", _setprofile)
+        _setattr(threading, "settrace", _thr_settrace)
+        _setattr(threading, "setprofile", _thr_setprofile)
+        found = _gettrace() is not None or _getprofile() is not None
+        _settrace(None)
+        _setprofile(None)
+        return found
+
+    def names_read(tree):
+        return {n.id for n in _walk(tree) if _isinstance(n, ast.Name) and _isinstance(n.ctx, ast.Load)}
+
+    def names_stored(tree):
+        out = _set()
+        for n in _walk(tree):
+            if _isinstance(n, ast.Name) and not _isinstance(n.ctx, ast.Load):
+                out.add(n.id)
+            elif _isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                out.add(n.name)
+            elif _isinstance(n, (ast.Import, ast.ImportFrom)):
+                for a in n.names:
+                    out.add((a.asname or a.name).split(".")[0])
+            elif _isinstance(n, ast.ExceptHandler) and n.name:
+                out.add(n.name)
+        return out
+
+    def same(a, b):
+        try:
+            if _isinstance(a, _Function) and _isinstance(b, _Function):
+                return a.__code__.co_code == b.__code__.co_code and a.__code__.co_consts == b.__code__.co_consts
+            return _type(a) is _type(b) and _repr(a) == _repr(b)
+        except _BaseException:
+            return False
+
+    def compiled(source, filename, protected):
+        """The check's code as a function whose free variables are the protected names (None: plain code)."""
+        tree = _parse(source, filename)
+        stored = names_stored(tree)
+        params = [n for n in _sorted(protected) if n not in stored]
+        outer = ast.FunctionDef(name="__xlalab_outer__", args=ast.arguments(
+            posonlyargs=[], args=[ast.arg(arg=n) for n in params], kwonlyargs=[], kw_defaults=[], defaults=[]),
+            body=[], decorator_list=[], lineno=1, col_offset=0)
+        inner_body = ([ast.Global(names=_sorted(stored), lineno=1, col_offset=0)] if stored else []) + \
+            (tree.body or [ast.Pass(lineno=1, col_offset=0)])
+        inner = ast.FunctionDef(name="__xlalab_check__", args=ast.arguments(
+            posonlyargs=[], args=[], kwonlyargs=[], kw_defaults=[], defaults=[]), body=inner_body,
+            decorator_list=[], lineno=1, col_offset=0)
+        outer.body = [inner, ast.Return(value=ast.Name(id="__xlalab_check__", ctx=ast.Load()), lineno=1,
+                                        col_offset=0)]
+        module = ast.fix_missing_locations(ast.Module(body=[outer], type_ignores=[]))
+        return _compile(module, filename, "exec"), params
 
     def bind():
         """After the setup cell: snapshot the modules it imported and its module names."""
@@ -172,10 +251,9 @@ def _xlalab_setup_guard(log_path, nb_path, bodies_json, visible, guard_name, bin
         lines = [line for line in text.splitlines() if line.strip()]
         return (lines[0] if lines else _type(err).__name__)[:500]
 
-    def guard(check_id):
+    def guard(check_id, body, key):
         notes = restore()
-        log({"check": check_id, "event": "start", "notes": notes})
-        body = bodies[check_id]
+        log({"check": check_id, "event": "start", "notes": notes}, key)
         filename = f"<check {check_id}>"
         if check_id in visible:
             _linecache[filename] = (_len(body), None, body.splitlines(True), filename)
@@ -193,30 +271,55 @@ def _xlalab_setup_guard(log_path, nb_path, bodies_json, visible, guard_name, bin
             notes.append("the notebook's own " + ", ".join(_sorted(aside)) + " (Python's builtins were used)")
         g["__builtins__"] = builtins
         try:
-            code = _compile(transformer.transform_cell(body), filename, "exec")
-            _exec(code, g)
+            source = transformer.transform_cell(body)
+            try:
+                read = names_read(_parse(source, filename))
+            except SyntaxError:
+                read = _set()
+            protected = {n for n in bound if n in read}
+            for name in _sorted(n for n in given if n in read):
+                had = g.get(name, MISSING)
+                _exec(_compile(given[name], f"<given {name}>", "exec"), g)
+                if had is MISSING or not same(had, g[name]):
+                    notes.append(f"the given name {name!r} (changed in the notebook; the released one was used)")
+                protected.add(name)
+            try:
+                code, params = compiled(source, filename, protected)
+            except SyntaxError:
+                code, params = _compile(source, filename, "exec"), None
         except _BaseException as err:
-            restore()
-            log({"check": check_id, "event": "end", "passed": False, "message": message(err), "notes": notes})
+            log({"check": check_id, "event": "end", "passed": False, "message": message(err), "notes": notes}, key)
             raise
+        no_tracing()
+        try:
+            if params is None:
+                _exec(code, g)
+            else:
+                _exec(code, g)
+                make = g.pop("__xlalab_outer__")
+                make(*[g[n] for n in params])()
+        except _BaseException as err:
+            traced = tracing_back()
+            restore()
+            log({"check": check_id, "event": "end", "passed": False, "message": message(err), "notes": notes}, key)
+            raise
+        traced = tracing_back()
         during = restore()
+        if traced:
+            during.append("sys.settrace/sys.setprofile (a trace or profile function was set)")
         if during:
             text = ("AssertionError: the code this check called replaced " + ", ".join(during[:5])
                     + "; the check does not count")
-            log({"check": check_id, "event": "end", "passed": False, "message": text, "notes": notes + during})
+            log({"check": check_id, "event": "end", "passed": False, "message": text, "notes": notes + during}, key)
             raise _AssertionError(text)
-        log({"check": check_id, "event": "end", "passed": True, "message": "", "notes": notes})
-        for key, value in g.items():
-            if key != "__builtins__" and key not in aside and user_ns.get(key, MISSING) is not value \
-                    and key not in bound:
-                user_ns[key] = value
+        log({"check": check_id, "event": "end", "passed": True, "message": "", "notes": notes}, key)
+        for key_, value in g.items():
+            if key_ != "__builtins__" and key_ not in aside and user_ns.get(key_, MISSING) is not value \
+                    and key_ not in bound and key_ not in given and not key_.startswith("__xlalab"):
+                user_ns[key_] = value
 
     _setattr(builtins, guard_name, guard)
     _setattr(builtins, bind_name, bind)
-    try:
-        os.remove(nb_path)  # the graded notebook (with hidden checks) leaves the disk before student code runs
-    except OSError:
-        pass
 
 _xlalab_setup_guard(%(args)s)
 del _xlalab_setup_guard

@@ -1,19 +1,32 @@
-"""Running one graded notebook under nbval: in the sandbox, with a cell timeout, a wall-clock limit and an
-address-space limit; a kernel that dies is noticed within a second (:mod:`xlalab.grading.nbval_plugin`).
+"""Running one graded notebook under nbval: in the sandbox, with a cell timeout, a wall-clock limit, an
+address-space limit and a process limit; a kernel that dies is noticed within a second
+(:mod:`xlalab.grading.nbval_plugin`).
 
-Layout of one run (a fresh temporary folder per submission): ``work/`` holds only the notebook and is the
-kernel's current folder; ``priv/`` holds what the grader reads back (the plugin's results, the guard's log,
-pytest's log). In the jail both are writable and nothing else of the grader's is visible, so what a student
-writes there can only change that student's own row.
+Layout of one run (a fresh temporary folder per submission): ``priv/`` holds the notebook to run and pytest's
+ini file, read-only in the jail; ``work/`` is the kernel's current folder, in the jail an empty, size-capped
+tmpfs (nothing of it comes back). Nothing the grader reads back is a file the jail can write:
+
+- the grader sends the check cells' code and per-check keys (:func:`check_payload`) to pytest through a file
+  descriptor (an unlinked file), which the plugin reads and closes before the kernel starts;
+- pytest (the plugin: nbval's own per-cell outcome) and the launcher (the guard's log, the processes left
+  behind, the CPU time) send their results back through a pipe the grader reads.
+
+pytest and the launcher make themselves non-dumpable (``prctl(PR_SET_DUMPABLE, 0)``) before the kernel
+starts, so the kernel, the same user in the same jail, can neither open their descriptors in ``/proc`` nor
+read or trace their memory; the kernel is started with its descriptors closed.
 """
 
 from __future__ import annotations
 
+import hashlib
+import hmac
 import json
 import os
 import signal
 import subprocess
 import sys
+import tempfile
+import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -23,21 +36,32 @@ import nbformat
 from xlalab.grading import sandbox as sandbox_mod
 
 PLUGIN = "xlalab.grading.nbval_plugin"
+GUARD_LOG_LIMIT = 8 * 2**20     # bytes of the guard's log the launcher sends back
+RESULTS_LIMIT = 64 * 2**20      # bytes of results the grader reads from the pipe
 
-# Runs pytest under the limits; in the jail (a PID namespace of its own) it then writes to the file named by
-# argv[2] the processes the notebook left behind (they end with the jail; the feedback says so) and the CPU time
-# of the run (which does not reach the grader through bwrap).
+# Runs pytest under the limits, then sends the guard's log (a file in the work folder, written by the
+# kernel: each line carries a MAC the grader checks), the processes the notebook left behind (in the jail, a
+# PID namespace of its own: they end with it; the feedback says so) and the CPU time of the run down the pipe
+# (argv: address-space limit, process limit, out fd, in fd, guard log, "jail" or "", pytest's arguments).
 _LAUNCHER = (
-    "import json, os, resource, subprocess, sys\n"
-    "limit = int(sys.argv[1])\n"
+    "import ctypes, json, os, resource, stat, subprocess, sys\n"
+    "try:\n"
+    "    ctypes.CDLL(None).prctl(4, 0, 0, 0, 0)  # PR_SET_DUMPABLE 0: the kernel cannot reach our fds\n"
+    "except Exception:\n"
+    "    pass\n"
+    "limit, tasks, out_fd, in_fd, log, jail = int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3]), "
+    "int(sys.argv[4]), sys.argv[5], sys.argv[6]\n"
     "if limit > 0:\n"
     "    resource.setrlimit(resource.RLIMIT_AS, (limit, limit))\n"
+    "if tasks > 0:\n"
+    "    resource.setrlimit(resource.RLIMIT_NPROC, (tasks, tasks))\n"
     "resource.setrlimit(resource.RLIMIT_CORE, (0, 0))\n"
-    "if not sys.argv[2]:\n"
-    "    os.execv(sys.executable, [sys.executable, '-m', 'pytest'] + sys.argv[3:])\n"
-    "rc = subprocess.call([sys.executable, '-m', 'pytest'] + sys.argv[3:])\n"
+    "proc = subprocess.Popen([sys.executable, '-m', 'pytest'] + sys.argv[7:] + [f'--xlalab-out-fd={out_fd}', "
+    "f'--xlalab-in-fd={in_fd}'], pass_fds=(out_fd, in_fd))\n"
+    "os.close(in_fd)\n"
+    "rc = proc.wait()\n"
     "left = []\n"
-    "for d in os.listdir('/proc'):\n"
+    "for d in os.listdir('/proc') if jail else ():\n"
     "    if d.isdigit() and int(d) not in (1, os.getpid()):\n"
     "        try:\n"
     "            cmd = open(f'/proc/{d}/cmdline', 'rb').read().replace(b'\\0', b' ').decode(errors='replace')\n"
@@ -45,11 +69,28 @@ _LAUNCHER = (
     "            continue\n"
     "        if cmd.strip() and 'ipykernel_launcher' not in cmd:\n"
     "            left.append(cmd.strip()[:200])\n"
+    "guard = b''\n"
+    "try:\n"
+    "    fd = os.open(log, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)\n"
+    "    if stat.S_ISREG(os.fstat(fd).st_mode):\n"
+    f"        guard = os.read(fd, {GUARD_LOG_LIMIT})\n"
+    "    os.close(fd)\n"
+    "except OSError:\n"
+    "    pass\n"
     "usage = resource.getrusage(resource.RUSAGE_CHILDREN)\n"
-    "with open(sys.argv[2], 'w') as f:\n"
-    "    json.dump({'left': left[:20], 'cpu': usage.ru_utime + usage.ru_stime}, f)\n"
+    "rec = {'event': 'launcher', 'left': left[:20], 'cpu': usage.ru_utime + usage.ru_stime, "
+    "'guard': guard.decode('utf-8', errors='replace').splitlines()[:10000]}\n"
+    "data = (json.dumps(rec) + '\\n').encode()\n"
+    "while data:\n"
+    "    data = data[os.write(out_fd, data):]\n"
     "sys.exit(rc)\n"
 )
+
+
+def guard_mac(key: str, check: str, event: str, passed: object) -> str:
+    """The MAC a guard line of ``check`` carries (the key reaches the kernel only inside that check's cell)."""
+    msg = f"{check}\0{event}\0{passed!r}".encode("utf-8", errors="backslashreplace")
+    return hmac.new(key.encode(), msg, hashlib.sha256).hexdigest()
 
 
 def _child_env(extra: dict[str, str | None] | None = None) -> dict[str, str]:
@@ -90,15 +131,27 @@ def _kill_group(pid: int) -> None:
             continue
 
 
-def _read_jsonl(path: Path) -> list[dict]:
+def clean(value: Any) -> Any:
+    """``value`` (from JSON the run sent) with lone surrogates in its strings replaced by U+FFFD."""
+    if isinstance(value, str):
+        return value.encode("utf-8", errors="surrogatepass").decode("utf-8", errors="replace") \
+            if any("\ud800" <= ch <= "\udfff" for ch in value) else value
+    if isinstance(value, list):
+        return [clean(v) for v in value]
+    if isinstance(value, dict):
+        return {clean(k): clean(v) for k, v in value.items()}
+    return value
+
+
+def _parse_lines(lines: list[str]) -> list[dict]:
     records = []
-    for line in read_private(path).decode("utf-8", errors="replace").splitlines():
+    for line in lines:
         try:
             rec = json.loads(line)
-        except json.JSONDecodeError:
+        except (ValueError, RecursionError):
             continue
         if isinstance(rec, dict):
-            records.append(rec)
+            records.append(clean(rec))
     return records
 
 
@@ -142,41 +195,91 @@ def read_private(path: Path, limit: int = 64 * 2**20) -> bytes:
         os.close(fd)
 
 
+def check_payload(checks: dict[str, str], guard_name: str, keys: dict[str, str]) -> dict:
+    """What the plugin puts into each graded check cell as nbval runs it: ``{"cells": {check: source}}``.
+
+    ``checks`` maps a check id to its header line and body; the source calls the guard with the id, the body
+    and the check's key, so that no check's code or key is in the kernel before its cell runs.
+    """
+    cells = {}
+    for check, (header, body) in checks.items():
+        cells[check] = f"{header}\n{guard_name}({check!r}, {body!r}, {keys[check]!r})"
+    return {"cells": cells}
+
+
+def _payload_fd(payload: dict) -> int:
+    """A read-only descriptor of an unlinked file holding ``payload`` (JSON), positioned at its start."""
+    with tempfile.TemporaryFile() as f:
+        f.write(json.dumps(payload).encode())
+        f.flush()
+        fd = os.open(f"/proc/self/fd/{f.fileno()}", os.O_RDONLY)
+    return fd
+
+
 def run_notebook(nb: Any, work: Path, priv: Path, nb_path: Path, *, cell_timeout: float, timeout: float,
                  memory_gb: float, env: dict[str, str | None] | None = None,
-                 sandbox: sandbox_mod.Sandbox | None = None) -> RunOutcome:
+                 sandbox: sandbox_mod.Sandbox | None = None, payload: dict | None = None,
+                 guard_log: Path | None = None, max_tasks: int = sandbox_mod.MAX_TASKS) -> RunOutcome:
     """Run a graded notebook under nbval in its own session (in the jail when ``sandbox`` is on); kill it,
-    its kernel and everything it started at ``timeout``."""
+    its kernel and everything it started at ``timeout``. ``nb_path`` lies in ``priv`` (read-only in the jail);
+    ``payload`` is :func:`check_payload`'s; ``guard_log`` the file the guard writes (in ``work``)."""
     box = sandbox or sandbox_mod.Sandbox("none")
     nb_path.write_text(nbformat.writes(nb), encoding="utf-8")
-    results = priv / "results.jsonl"
     ini = priv / "pytest.ini"
     ini.write_text("[pytest]\n", encoding="utf-8")
-    log = priv / "pytest.log"
+    log = priv.parent / "pytest.log"
+    guard_log = guard_log or (work / ".xlalab-guard.jsonl")
     limit = int(memory_gb * 2**30) if memory_gb and memory_gb > 0 else 0
-    leftover = priv / "leftover.json"
-    cmd = [sys.executable, "-c", _LAUNCHER, str(limit), str(leftover) if box.on else "", str(nb_path),
-           "-c", str(ini), "--rootdir", str(work),
-           "-p", PLUGIN, "-p", "no:cacheprovider", "-p", "no:xdist", "-p", "no:randomly",
-           "--nbval-lax", "--nbval-current-env", f"--nbval-cell-timeout={cell_timeout:g}",
-           f"--xlalab-results={results}", "-q", "--tb=line", "-o", "addopts=", "-W", "ignore"]
+    out_r, out_w = os.pipe()
+    in_fd = _payload_fd(payload or {"cells": {}})
+    cmd = [sys.executable, "-c", _LAUNCHER, str(limit), str(max_tasks if box.on else 0), str(out_w), str(in_fd),
+           str(guard_log), "jail" if box.on else "", str(nb_path),
+           "-c", str(ini), "--rootdir", str(work), "-p", PLUGIN, "-p", "no:cacheprovider", "-p", "no:xdist",
+           "-p", "no:randomly", "--nbval-lax", "--nbval-current-env", f"--nbval-cell-timeout={cell_timeout:g}",
+           "-q", "--tb=line", "-o", "addopts=", "-W", "ignore"]
     if box.on:
         child_env = _apply(sandbox_mod.jail_env(_child_env(None), "/tmp/home"), env)
+        cmd = sandbox_mod.command(box, cmd, readonly=[priv], scratch=[work], cwd=work, env=child_env)
     else:
         child_env = _child_env(env)
-    if box.on:
-        cmd = sandbox_mod.command(box, cmd, writable=[work, priv], cwd=work, env=child_env)
+    chunks: list[bytes] = []
+
+    def drain() -> None:
+        size = 0
+        while True:
+            data = os.read(out_r, 2**16)
+            if not data:
+                return
+            if size < RESULTS_LIMIT:
+                chunks.append(data)
+                size += len(data)
+
+    reader = threading.Thread(target=drain, daemon=True)
     timed_out = False
-    with open(log, "wb") as out:
-        proc = subprocess.Popen(cmd, cwd=work, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                env=child_env, start_new_session=True)
-        try:
-            proc.wait(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            timed_out = True
-            _kill_group(proc.pid)
-            proc.wait()
-    plugin = _read_jsonl(results)
+    try:
+        with open(log, "wb") as out:
+            proc = subprocess.Popen(cmd, cwd=work, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                    env=child_env, start_new_session=True, pass_fds=(out_w, in_fd))
+            os.close(out_w)
+            out_w = -1
+            os.close(in_fd)
+            in_fd = -1
+            reader.start()
+            try:
+                proc.wait(timeout=timeout)
+            except subprocess.TimeoutExpired:
+                timed_out = True
+                _kill_group(proc.pid)
+                proc.wait()
+    finally:
+        for fd in (out_w, in_fd):
+            if fd >= 0:
+                os.close(fd)
+    reader.join(timeout=5)   # without the jail a process the notebook left may hold the pipe: do not wait on it
+    os.close(out_r) if not reader.is_alive() else None
+    records = _parse_lines(b"".join(chunks).decode("utf-8", errors="replace").splitlines())
+    plugin = [r for r in records if r.get("event") != "launcher"]
+    after = next((r for r in records if r.get("event") == "launcher"), {})
     if not box.on:
         # The kernel runs in a session of its own: end it (and what it started) too. (In the jail its PID
         # namespace ended with the run, and the pids it reports mean nothing outside.)
@@ -184,11 +287,8 @@ def run_notebook(nb: Any, work: Path, priv: Path, nb_path: Path, *, cell_timeout
             if rec.get("event") == "kernel" and isinstance(rec.get("pid"), int) and _is_kernel(rec["pid"]):
                 _kill_group(rec["pid"])
     tail = read_private(log, 4000).decode("utf-8", errors="replace")
-    try:
-        after = json.loads(read_private(leftover) or b"{}") if box.on else {}
-    except ValueError:
-        after = {}
-    after = after if isinstance(after, dict) else {}
     left = [x for x in after.get("left", []) if isinstance(x, str)] if isinstance(after.get("left"), list) else []
     cpu = after.get("cpu") if isinstance(after.get("cpu"), (int, float)) else None
-    return RunOutcome(plugin, _read_jsonl(priv / "guard.jsonl"), timed_out, proc.returncode, tail, left, cpu)
+    guard_lines = [x for x in after.get("guard", []) if isinstance(x, str)] \
+        if isinstance(after.get("guard"), list) else []
+    return RunOutcome(plugin, _parse_lines(guard_lines), timed_out, proc.returncode, tail, left, cpu)

@@ -38,10 +38,38 @@ JAIL_UID = 1000
 ETC_FILES = ("ld.so.cache", "ld.so.conf", "ld.so.conf.d", "passwd", "group", "nsswitch.conf", "hosts",
              "localtime", "timezone", "ssl", "ca-certificates", "pki", "fonts", "alternatives", "mime.types",
              "os-release", "debian_version", "matplotlibrc", "host.conf", "gai.conf")
-# Environment variables that reach the jailed notebook (prefixes end with "_").
-ENV_KEEP = ("PATH", "LANG", "LANGUAGE", "TZ", "TERM", "OMP_NUM_THREADS", "PYTHONHASHSEED", "MPLBACKEND",
-            "XLALAB_", "TF_", "XLA_", "CUDA_", "NVIDIA_", "LC_", "OMP_", "MKL_", "OPENBLAS_", "KMP_",
-            "JAX_", "KERAS_")
+# Environment variables that reach the jailed notebook: these exact names, no prefixes (a prefix such as
+# "TF_" would let TF_TOKEN_<host> or TF_VAR_db_password in).
+ENV_KEEP = ("PATH", "LANG", "LANGUAGE", "TZ", "TERM", "PYTHONHASHSEED", "MPLBACKEND",
+            "LC_ALL", "LC_CTYPE", "LC_NUMERIC", "LC_MESSAGES", "LC_COLLATE", "LC_TIME",
+            "XLALAB_PROFILE", "XLALAB_FAKE_GPU",
+            "TF_CPP_MIN_LOG_LEVEL", "TF_CPP_MAX_VLOG_LEVEL", "TF_XLA_FLAGS", "XLA_FLAGS", "TF_ENABLE_ONEDNN_OPTS",
+            "TF_FORCE_GPU_ALLOW_GROWTH", "TF_GPU_ALLOCATOR", "TF_NUM_INTEROP_THREADS", "TF_NUM_INTRAOP_THREADS",
+            "TF_DETERMINISTIC_OPS", "TF_USE_LEGACY_KERAS", "KERAS_BACKEND", "KERAS_HOME",
+            "CUDA_VISIBLE_DEVICES", "CUDA_DEVICE_ORDER", "CUDA_CACHE_DISABLE", "CUDA_MODULE_LOADING",
+            "NVIDIA_VISIBLE_DEVICES", "NVIDIA_DRIVER_CAPABILITIES",
+            "OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS", "KMP_AFFINITY", "KMP_BLOCKTIME")
+# Size caps of the jail's RAM-backed folders (tmpfs, bytes): they count towards the machine's memory,
+# outside --memory-gb (an address-space limit of each process).
+TMP_BYTES = 1 * 2**30          # /tmp (HOME is /tmp/home)
+SHM_BYTES = 256 * 2**20        # /dev/shm
+WORK_BYTES = 1 * 2**30         # the notebook's work folder
+MAX_TASKS = 1024               # processes and threads of one jail (RLIMIT_NPROC, counted in its user namespace)
+# When the grader runs as root the jail runs as this user (bwrap's --uid in a user namespace would only
+# rename root): root-only files under the bound folders stay unreadable. bwrap then runs as root without a
+# user namespace, keeps only CAP_SETUID/CAP_SETGID, and the jail's first process (:data:`_DROP`) becomes this
+# user (no groups, no capabilities, no new privileges) before it starts anything else.
+JAIL_HOST_UID = int(os.environ.get("XLALAB_JAIL_HOST_UID", "65534"))
+_DROP = ("import ctypes, os, sys\n"
+         "uid = int(sys.argv[1])\n"
+         "os.setgroups([])\n"
+         "os.setresgid(uid, uid, uid)\n"
+         "os.setresuid(uid, uid, uid)\n"
+         "ctypes.CDLL(None).prctl(38, 1, 0, 0, 0)  # PR_SET_NO_NEW_PRIVS\n"
+         "if os.getuid() != uid or os.geteuid() != uid or os.getgroups():\n"
+         "    sys.exit('xlalab sandbox: could not drop to the jail user')\n"
+         "os.execv(sys.argv[2], sys.argv[2:])\n")
+
 # NVIDIA device nodes (in /dev) and where driver and CUDA libraries live outside /usr.
 GPU_DEVICES = ("nvidiactl", "nvidia-uvm", "nvidia-uvm-tools", "nvidia-modeset", "nvidia-caps", "dxg")
 GPU_LIB_DIRS = ("/usr/local/nvidia", "/usr/local/cuda", "/usr/lib/wsl", "/opt/nvidia", "/run/nvidia-persistenced",
@@ -88,10 +116,10 @@ def probe(bwrap: str | None = None) -> tuple[str, str]:
     exe = bwrap or shutil.which("bwrap") or ""
     if not exe:
         return "", f"bubblewrap is not installed; fix: {_fix_command()}"
-    cmd = [exe, "--unshare-all", "--die-with-parent", "--cap-drop", "ALL", "--uid", str(JAIL_UID),
-           "--gid", str(JAIL_UID), "--ro-bind", "/", "/", "--proc", "/proc", "--dev", "/dev", "true"]
+    cmd = [exe, *_namespaces(), "--die-with-parent", "--ro-bind", "/", "/", "--proc", "/proc", "--dev", "/dev",
+           "--size", "1048576", "--tmpfs", "/tmp", *_dropped(["true"])]
     try:
-        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=30)
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=30, cwd="/")
     except (OSError, subprocess.TimeoutExpired) as err:
         return "", f"bwrap does not run ({err})"
     if proc.returncode == 0:
@@ -109,6 +137,35 @@ def probe(bwrap: str | None = None) -> tuple[str, str]:
     else:
         fix = "allow unprivileged user namespaces (in a container: run it with --security-opt seccomp=unconfined)"
     return "", f"bwrap cannot create its namespaces here ({detail}): user namespaces are off; fix: {fix}"
+
+
+def host_uid() -> int | None:
+    """The user the jail runs as when the grader is root (:data:`JAIL_HOST_UID`), else None."""
+    return JAIL_HOST_UID if os.geteuid() == 0 else None
+
+
+def jail_uid() -> int:
+    """The uid the notebook sees in the jail: :data:`JAIL_UID` in a user namespace, the real one as root."""
+    uid = host_uid()
+    return JAIL_UID if uid is None else uid
+
+
+def _namespaces() -> list[str]:
+    """bwrap's namespace and capability arguments: a user namespace (uid 1000, no capabilities) for a normal
+    grader; as root, the other namespaces and only the capabilities :data:`_DROP` needs to leave root."""
+    if host_uid() is None:
+        return ["--unshare-all", "--cap-drop", "ALL", "--uid", str(JAIL_UID), "--gid", str(JAIL_UID)]
+    return ["--unshare-ipc", "--unshare-pid", "--unshare-net", "--unshare-uts", "--unshare-cgroup-try",
+            "--cap-drop", "ALL", "--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID"]
+
+
+def _dropped(argv: list[str]) -> list[str]:
+    """``--`` and ``argv``, first becoming the unprivileged jail user when the grader is root."""
+    uid = host_uid()
+    if uid is None:
+        return ["--", *argv]
+    exe = argv[0] if os.path.isabs(argv[0]) else (shutil.which(argv[0]) or argv[0])
+    return ["--", sys.executable, "-c", _DROP, str(uid), exe, *argv[1:]]
 
 
 def gpu_binds(dev: str | Path = "/dev", lib_dirs: tuple[str, ...] = GPU_LIB_DIRS,
@@ -172,10 +229,9 @@ def package_root() -> Path:
 
 
 def jail_env(base: dict[str, str], home: str) -> dict[str, str]:
-    """The environment inside the jail: the kept variables of ``base``, HOME and Jupyter's folders in /tmp."""
-    env = {k: v for k, v in base.items() if (k in ENV_KEEP or any(k.startswith(p) for p in ENV_KEEP
-                                                                  if p.endswith("_")))
-           and not k.startswith("XLALAB_GRADER")}
+    """The environment inside the jail: the variables of ``base`` named in :data:`ENV_KEEP` (exact names),
+    HOME and Jupyter's folders in /tmp."""
+    env = {k: v for k, v in base.items() if k in ENV_KEEP}
     env.update({"HOME": home, "USER": "student", "LOGNAME": "student", "TMPDIR": "/tmp",
                 "JUPYTER_RUNTIME_DIR": f"{home}/.jupyter-runtime", "JUPYTER_DATA_DIR": f"{home}/.jupyter-data",
                 "JUPYTER_CONFIG_DIR": f"{home}/.jupyter", "IPYTHONDIR": f"{home}/.ipython",
@@ -186,16 +242,19 @@ def jail_env(base: dict[str, str], home: str) -> dict[str, str]:
     return env
 
 
-def command(box: Sandbox, argv: list[str], *, writable: list[Path], cwd: Path,
-            env: dict[str, str] | None = None) -> list[str]:
-    """``argv`` wrapped in a bwrap jail in which only ``writable`` folders (at their own paths) can be written;
-    ``env`` is the environment the jailed command gets (default: this process's)."""
+def command(box: Sandbox, argv: list[str], *, writable: list[Path] = (), cwd: Path,
+            env: dict[str, str] | None = None, readonly: list[Path] = (),
+            scratch: list[Path] = ()) -> list[str]:
+    """``argv`` wrapped in a bwrap jail in which only ``writable`` folders (at their own paths) and the
+    ``scratch`` folders (empty, size-capped tmpfs of :data:`WORK_BYTES` at those paths) can be written;
+    ``readonly`` folders are bound read-only; ``env`` is the environment the jailed command gets (default: this
+    process's). ``/tmp`` and ``/dev/shm`` are capped tmpfs too (:data:`TMP_BYTES`, :data:`SHM_BYTES`)."""
     if not box.on:
         return list(argv)
-    args = [box.bwrap, "--unshare-all", "--die-with-parent", "--new-session", "--cap-drop", "ALL",
-            "--uid", str(JAIL_UID), "--gid", str(JAIL_UID), "--hostname", "grader"]
+    args = [box.bwrap, *_namespaces(), "--die-with-parent", "--new-session", "--hostname", "grader"]
     # /tmp first: the binds that follow may lie under it (a repository or venv in /tmp) and must stay visible.
-    args += ["--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp", "--dir", "/tmp/home"]
+    args += ["--proc", "/proc", "--dev", "/dev", "--perms", "1777", "--size", str(SHM_BYTES), "--tmpfs", "/dev/shm",
+             "--perms", "1777", "--size", str(TMP_BYTES), "--tmpfs", "/tmp", "--perms", "0777", "--dir", "/tmp/home"]
     args += ["--ro-bind", "/usr", "/usr"]
     for name in ("bin", "sbin", "lib", "lib32", "lib64", "libx32"):
         p = Path("/") / name
@@ -221,7 +280,38 @@ def command(box: Sandbox, argv: list[str], *, writable: list[Path], cwd: Path,
         if p.exists() and not box.gpu_args:
             args += ["--ro-bind", str(p), str(p)]
     args += list(box.gpu_args)
+    for r in readonly:
+        args += ["--ro-bind", str(r), str(r)]
     for w in writable:
         args += ["--bind", str(w), str(w)]
-    args += ["--chdir", str(cwd), "--"]
-    return args + list(argv)
+    for s in scratch:
+        args += ["--perms", "0777", "--size", str(WORK_BYTES), "--tmpfs", str(s)]
+    args += ["--chdir", str(cwd)]
+    return _with_parents(args) + _dropped(list(argv))
+
+
+def _with_parents(args: list[str]) -> list[str]:
+    """``args`` with each folder above a mount point made first, mode 0755 (bwrap would make them with the
+    grader's umask, which may keep the jail's user out, e.g. of /root above a Python under /root/.pyenv)."""
+    out: list[str] = []
+    made = {"/", "/tmp", "/tmp/home", "/dev", "/proc", "/usr"}
+    i = 0
+    while i < len(args):
+        a = args[i]
+        if a in ("--ro-bind", "--bind", "--dev-bind", "--tmpfs", "--symlink") and i + 1 < len(args):
+            dest = args[i + 2] if a != "--tmpfs" else args[i + 1]
+            for parent in reversed(Path(dest).parents):
+                p = str(parent)
+                if p not in made:
+                    made.add(p)
+                    if out[-2:-1] == ["--perms"] or out[-2:-1] == ["--size"]:
+                        # keep "--perms M"/"--size N" next to the operation they belong to
+                        pending = out[-2:]
+                        del out[-2:]
+                        out += ["--perms", "0755", "--dir", p] + pending
+                    else:
+                        out += ["--perms", "0755", "--dir", p]
+            made.add(dest)
+        out.append(a)
+        i += 1
+    return out

@@ -14,11 +14,27 @@ import time
 from pathlib import Path
 
 from xlalab.grading import sandbox as sandbox_mod
-from xlalab.grading.build import build_graded
+from xlalab.grading.build import build_graded, check_cells
 from xlalab.grading.lab import Lab
-from xlalab.grading.run import run_notebook
+from xlalab.grading.run import check_payload, run_notebook
 from xlalab.grading.score import GRADER_CELLS, Row, blocked_notes, score, zero_row
 from xlalab.grading.submissions import Unreadable, read_submission
+
+
+def verified_guard(records: list[dict], keys: dict[str, str]) -> list[dict]:
+    """The guard's log lines whose MAC matches the check's key (the others were not written by the guard)."""
+    import hmac
+
+    from xlalab.grading.run import guard_mac
+
+    out = []
+    for rec in records:
+        check, mac = rec.get("check"), rec.get("mac")
+        if not isinstance(check, str) or check not in keys or not isinstance(mac, str):
+            continue
+        if hmac.compare_digest(mac, guard_mac(keys[check], check, str(rec.get("event")), rec.get("passed"))):
+            out.append(rec)
+    return out
 
 
 def _children_cpu() -> float:
@@ -52,12 +68,16 @@ def grade_one(lab: Lab, student: str, path: Path, *, cell_timeout: float = 600, 
         work, priv = tmp / "work", tmp / "priv"
         work.mkdir()
         priv.mkdir()
-        nb_path = work / f"{lab.name}.ipynb"
+        nb_path = priv / f"{lab.name}.ipynb"
+        guard_log = work / f".xlalab-guard-{secrets.token_hex(4)}.jsonl"
         nonce = secrets.token_hex(8)
-        graded, row.tampering = build_graded(lab, sub, nonce, priv / "guard.jsonl", nb_path)
+        keys = {c.check: secrets.token_hex(16) for c in lab.checks}
+        graded, row.tampering = build_graded(lab, sub, nonce, guard_log, nb_path)
+        payload = check_payload(check_cells(lab), f"_xlalab_guard_{nonce}", keys)
         t0, cpu0 = time.monotonic(), _children_cpu()
         outcome = run_notebook(graded, work, priv, nb_path, cell_timeout=cell_timeout, timeout=timeout,
-                               memory_gb=memory_gb, env=env, sandbox=box)
+                               memory_gb=memory_gb, env=env, sandbox=box, payload=payload, guard_log=guard_log)
+        outcome.guard = verified_guard(outcome.guard, keys)
         row.notebook_seconds = time.monotonic() - t0
         row.cpu_seconds = outcome.cpu_seconds if outcome.cpu_seconds is not None else _children_cpu() - cpu0
         row.cells_seconds = sum(float(r.get("duration") or 0) for r in outcome.plugin
