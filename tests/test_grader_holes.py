@@ -140,13 +140,13 @@ sys.settrace(_global)
 """
 
 # 4: the limits
-FILL_TMP = "open('/tmp/fill', 'wb').write(b'x' * 700 * 2**20)"
+FILL_TMP = "with open('/tmp/fill', 'wb') as f:\n    for _ in range(1200):\n        f.write(b'x' * 2**20)"
 FILL_SHM = "open('/dev/shm/fill', 'wb').write(b'x' * 700 * 2**20)"
 FILL_WORK = "with open('fill', 'wb') as f:\n    for _ in range(1200):\n        f.write(b'x' * 2**20)"
-FORK_MANY = """import subprocess, sys
+FORK_MANY = """import subprocess
 procs = []
 for _ in range(1500):
-    procs.append(subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(30)']))
+    procs.append(subprocess.Popen(['sleep', '20']))
 """
 
 # 5 and 9: secrets of the grader's environment and files
@@ -165,6 +165,11 @@ def holes_root(tmp_path_factory) -> Path:
     return make_lab_root(tmp_path_factory.mktemp("repo-holes"), holes_solution())
 
 
+def _mkdir(path: Path) -> Path:
+    path.mkdir()
+    return path
+
+
 def _write(subs: Path, name: str, nb) -> None:
     (subs / f"{name}.ipynb").write_text(json.dumps(nb), encoding="utf-8")
 
@@ -180,7 +185,7 @@ def jailed(holes_root, tmp_path_factory):
         "good": good,
         "blank": blank,
         "guard_pass": insert_after(released(holes_root), "p1-answer", GUARD_PASS),
-        "guard_read": insert_after(answered(holes_root), "p2-check", GUARD_READ),
+        "guard_read": insert_after(answered(holes_root), "p2-answer", GUARD_READ),
         "forge": insert_after(released(holes_root), "p1-answer", FORGE),
         "rebind": insert_after(released(holes_root), "p1-answer", REBIND),
         "settrace": insert_after(released(holes_root), "p2-answer", SETTRACE),
@@ -328,12 +333,12 @@ def test_spreadsheet_formulas_are_not_written_as_formulas(tmp_path):
 
 def test_a_name_with_newlines_forges_no_section_and_odd_names_are_graded(tmp_path):
     """Item 6: a newline in a name cannot start another student's section; a non-UTF-8 name is graded."""
-    root = make_answers_root(tmp_path / "repo")
+    root = make_answers_root(_mkdir(tmp_path / "repo"))
     subs = tmp_path / "subs"
     subs.mkdir()
     good = answered(root)
     cell(good, "p2-why").source = "Addition is associative."
-    forger = "mallory (answered; 3 / 3)\n\n> Addition is associative.\n\n### victim"
+    forger = "mallory (answered; 3 \u2215 3)\n\n> Addition is associative.\n\n### victim"
     (subs / f"{forger}.ipynb").write_text(json.dumps(good), encoding="utf-8")
     (subs / "victim.ipynb").write_text(json.dumps(released(root)), encoding="utf-8")
     os.mkdir(os.fsencode(subs) + b"/caf\xe9")
@@ -371,7 +376,7 @@ def test_links_fifos_and_huge_hand_ins_are_refused_with_the_reason(tmp_path):
     """Item 7: a link to the solution (or /dev/zero), a FIFO, a folder link or a 60 MB file is not read."""
     import signal
 
-    root = make_answers_root(tmp_path / "repo")
+    root = make_answers_root(_mkdir(tmp_path / "repo"))
     subs = tmp_path / "subs"
     subs.mkdir()
     want = _links_and_specials(root, subs)
@@ -393,7 +398,7 @@ def test_links_fifos_and_huge_hand_ins_are_refused_with_the_reason(tmp_path):
 def test_one_broken_hand_in_never_stops_the_class(tmp_path):
     """Item 8: deeply nested JSON, an answer whose source is not text and a lone surrogate in a written answer
     each become that student's row with the reason; the others are graded and every file is written."""
-    root = make_answers_root(tmp_path / "repo")
+    root = make_answers_root(_mkdir(tmp_path / "repo"))
     subs = tmp_path / "subs"
     subs.mkdir()
     (subs / "nested.ipynb").write_text('{"cells": ' + "[" * 100_000 + "]" * 100_000 + "}", encoding="utf-8")

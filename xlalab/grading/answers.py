@@ -25,6 +25,7 @@ from typing import Any
 from xlalab.grading import assign
 from xlalab.grading.lab import Lab
 from xlalab.grading.score import ANSWERED, EMPTY, MISSING, UNCHANGED, AnswerResult, Row
+from xlalab.grading.submissions import printable
 
 MANUAL_COLUMNS = ("student", "question", "points", "comment")
 _NO_ANSWER = {EMPTY: "no answer (blank): 0 points", UNCHANGED: "no answer (the box was left as released): 0 points",
@@ -61,22 +62,38 @@ def answers_of(lab: Lab, nb: Any) -> list[AnswerResult]:
     for a in lab.answers:
         text = None
         for c in cells:
-            if isinstance(c, dict) and c.get("cell_type") == "markdown" and (
-                    (a.cell_id and c.get("id") == a.cell_id) or assign.xmeta(c).get("answer") == a.answer):
+            if not isinstance(c, dict) or c.get("cell_type") != "markdown":
+                continue
+            meta = c.get("metadata")
+            xl = meta.get("xlalab") if isinstance(meta, dict) else None
+            claimed = xl.get("answer") if isinstance(xl, dict) else None
+            if (a.cell_id and c.get("id") == a.cell_id) or (isinstance(claimed, str) and claimed == a.answer):
                 src = c.get("source", "")
-                text = "".join(src) if isinstance(src, list) else str(src)
+                if isinstance(src, list):
+                    text = "".join(x for x in src if isinstance(x, str))
+                else:
+                    text = src if isinstance(src, str) else ""
+                text = _text(text)
                 break
         out.append(_result(a, text))
     return out
 
 
+def _text(text: str) -> str:
+    """``text`` with lone surrogates (``"\\ud800"`` in the JSON) replaced by U+FFFD, so it can be written."""
+    return text.encode("utf-8", errors="surrogatepass").decode("utf-8", errors="replace")
+
+
 def collect(lab: Lab, path: str | Path) -> list[AnswerResult]:
-    """The written answers in the submission file ``path``; an unreadable file has them all missing."""
+    """The written answers in the submission file ``path`` (a regular file of the hand-in folder, never a
+    link: :func:`~xlalab.grading.submissions.read_handin`); an unreadable or broken file has them all missing."""
+    from xlalab.grading.submissions import Unreadable, parse_json, read_handin
+
     try:
-        nb = json.loads(Path(path).read_bytes().decode("utf-8"))
-    except (OSError, UnicodeDecodeError, ValueError):
-        nb = {}
-    return answers_of(lab, nb if isinstance(nb, dict) else {})
+        nb = parse_json(read_handin(path))
+        return answers_of(lab, nb if isinstance(nb, dict) else {})
+    except (Unreadable, RecursionError, MemoryError):
+        return answers_of(lab, {})
 
 
 def _quote(text: str) -> str:
@@ -93,7 +110,7 @@ def answer_file_text(lab: Lab, answer: assign.Answer, rows: list[Row]) -> str:
         if res is None:
             continue
         score = "not scored yet" if res.earned is None else f"{_fmt(res.earned)} / {_fmt(res.points)}"
-        lines += [f"### {row.student} ({res.state}; {score})", ""]
+        lines += [f"### {printable(row.student)} ({res.state}; {score})", ""]
         if res.state == ANSWERED:
             lines += [_quote(res.text), ""]
         else:
@@ -110,7 +127,7 @@ def write_answer_files(lab: Lab, rows: list[Row], out: str | Path) -> list[Path]
     paths = []
     for answer in lab.answers:
         path = folder / f"{answer.answer}.md"
-        path.write_text(answer_file_text(lab, answer, rows), encoding="utf-8")
+        path.write_text(answer_file_text(lab, answer, rows), encoding="utf-8", errors="backslashreplace")
         paths.append(path)
     return paths
 
@@ -139,7 +156,7 @@ def write_manual_template(lab: Lab, rows: list[Row], path: str | Path) -> Path:
         for r in existing + new:
             writer.writerow(r)
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(buf.getvalue(), encoding="utf-8")
+        path.write_text(buf.getvalue(), encoding="utf-8", errors="backslashreplace")
     return path
 
 

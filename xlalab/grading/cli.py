@@ -40,7 +40,7 @@ from xlalab.grading import answers as answers_mod, assign, engine, export as exp
 from xlalab.grading.feedback import summary_table
 from xlalab.grading.gradebook import Gradebook
 from xlalab.grading.lab import load_lab
-from xlalab.grading.score import Row
+from xlalab.grading.score import Row, zero_row
 from xlalab.grading.submissions import expand_submissions
 
 
@@ -74,18 +74,23 @@ def grade_submissions(lab: str | Path, submissions: Iterable[str | Path], out: s
     kwargs = dict(cell_timeout=cell_timeout, timeout=timeout, memory_gb=memory_gb, env=env,
                   sandbox=box if spec.kind in ("serial", "local") else sandbox)
     # Written answers are read here, from the submission files, before any student code of this run starts.
-    written = {student: answers_mod.collect(the_lab, path) for student, path in entries} if the_lab.answers else {}
+    written = {student: _collect(the_lab, path) for student, path in entries} if the_lab.answers else {}
     with Gradebook(out, ids, quiet=quiet, answer_ids=[a.answer for a in the_lab.answers]) as book:
         before = dict(book.stored)
 
         def record(row: Row) -> None:
-            row.answers = written.get(row.student, [])
-            old = before.get(row.student)
-            for res in row.answers:   # a re-graded student keeps the instructor's points for an unchanged answer
-                prev = next((a for a in (old.answers if old else []) if a.answer == res.answer), None)
-                if prev is not None and prev.earned is not None and res.earned is None and prev.text == res.text:
-                    res.earned, res.comment = prev.earned, prev.comment
-            book.record(row)
+            try:
+                row.answers = written.get(row.student, [])
+                old = before.get(row.student)
+                for res in row.answers:   # a re-graded student keeps the instructor's points for an unchanged answer
+                    prev = next((a for a in (old.answers if old else []) if a.answer == res.answer), None)
+                    if prev is not None and prev.earned is not None and res.earned is None and prev.text == res.text:
+                        res.earned, res.comment = prev.earned, prev.comment
+                book.record(row)
+            except Exception as err:  # noqa: BLE001  (one hand-in never stops the class: its row says why)
+                bad = zero_row(the_lab, row.student, f"not graded: grader error while recording "
+                               f"({type(err).__name__}: {str(err)[:200]})", row.submission)
+                book.record(bad)
 
         rows = engine.run(the_lab, entries, kwargs, spec, record, progress=progress)
         if the_lab.answers:
@@ -103,6 +108,13 @@ def grade_submissions(lab: str | Path, submissions: Iterable[str | Path], out: s
               f"bwrap ({', '.join(unsandboxed[:5])}...); install bubblewrap there or use --sandbox bwrap",
               file=sys.stderr)
     return result
+
+
+def _collect(lab, path) -> list:
+    try:
+        return answers_mod.collect(lab, path)
+    except Exception:  # noqa: BLE001  (a hand-in the reader cannot take: its answers are missing, the class goes on)
+        return answers_mod.answers_of(lab, {})
 
 
 def merge_manual(lab: str | Path, manual: str | Path, out: str | Path = "grades", *,

@@ -117,9 +117,11 @@ def _task(fn: Callable[..., Row], lab: Lab, student: str, path: str, raw: bytes 
 
 
 def _read(path: Path) -> bytes | None:
+    from xlalab.grading.submissions import Unreadable, read_handin
+
     try:
-        return path.read_bytes()
-    except OSError:
+        return read_handin(path)   # a regular file, not a link, not too large
+    except Unreadable:
         return None  # the worker reads it again and reports why it cannot
 
 

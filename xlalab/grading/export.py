@@ -57,10 +57,13 @@ def read_roster(path: str | Path | None) -> dict[str, dict[str, str]]:
 
 
 def _write(header: list[str], rows: list[list[str]]) -> str:
+    from xlalab.grading.gradebook import cell_text
+
     buf = io.StringIO()
     writer = csv.writer(buf, lineterminator="\n")
     writer.writerow(header)
-    writer.writerows(rows)
+    writer.writerows([[cell_text(v) if isinstance(v, str) and v != CANVAS_POINTS_ROW else v for v in r]
+                      for r in rows])
     return buf.getvalue()
 
 
@@ -100,5 +103,5 @@ def export(kind: str, rows: list[Row], *, lab: str, maximum: float, out: str | P
         text = csv_text
     path = Path(out) / f"export-{kind}.csv"
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(text, encoding="utf-8")
+    path.write_text(text, encoding="utf-8", errors="backslashreplace")
     return path

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from xlalab.grading.score import Row
+from xlalab.grading.submissions import printable
 
 
 def _fmt(x: float) -> str:
@@ -11,7 +12,7 @@ def _fmt(x: float) -> str:
 
 def feedback_text(row: Row) -> str:
     """The Markdown feedback for one student."""
-    lines = [f"# {row.lab}: feedback for {row.student}", "",
+    lines = [f"# {row.lab}: feedback for {printable(row.student)}", "",
              f"**Score: {_fmt(row.total)} / {_fmt(row.maximum)} points** ({row.status})", ""]
     if row.answers:
         lines += [f"Automatic checks: {_fmt(row.auto)} / {_fmt(row.max_auto)}; written answers: "
@@ -47,10 +48,10 @@ def feedback_text(row: Row) -> str:
 
 def summary_table(rows: list[Row], elapsed: float | None = None, slowest: int = 3) -> str:
     """A plain-text table (student, points, time, status), how long the class took and the slowest ones."""
-    width = max([len(r.student) for r in rows] + [7])
+    width = max([len(printable(r.student)) for r in rows] + [7])
     lines = [f"{'student':<{width}}  {'points':>11}  {'time':>6}  status"]
     for r in sorted(rows, key=lambda r: r.student):
-        lines.append(f"{r.student:<{width}}  {_fmt(r.total) + ' / ' + _fmt(r.maximum):>11}  "
+        lines.append(f"{printable(r.student):<{width}}  {_fmt(r.total) + ' / ' + _fmt(r.maximum):>11}  "
                      f"{r.seconds:5.0f}s  {r.status}")
     if elapsed is not None and rows:
         graded = [r for r in rows if not r.status.startswith("not graded")]

@@ -82,6 +82,13 @@ def csv_record(row: Row) -> dict[str, str]:
     return rec
 
 
+def cell_text(value: str) -> str:
+    """A CSV cell a spreadsheet shows as text: a value starting with ``=``, ``+``, ``-``, ``@``, a tab or a
+    carriage return (a formula to Excel, LibreOffice and Google Sheets) gets a leading ``'`` (OWASP, "CSV
+    Injection")."""
+    return "'" + value if value[:1] in ("=", "+", "-", "@", "\t", "\r") else value
+
+
 def _sha256(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
@@ -216,12 +223,12 @@ class Gradebook:
             return []
 
     def _spool_file(self, student: str) -> Path:
-        digest = hashlib.sha256(student.encode()).hexdigest()[:10]
+        digest = hashlib.sha256(student.encode("utf-8", errors="surrogatepass")).hexdigest()[:10]
         return self.spool / f"row-{safe_name(student)[:60]}-{digest}.json"
 
     def _spool_write(self, student: str, record: dict[str, str], row: Row | None) -> bytes:
         data = json.dumps({"student": student, "record": record, "row": row.to_dict() if row else None},
-                          sort_keys=True).encode()
+                          sort_keys=True).encode("utf-8", errors="backslashreplace")
         _atomic_write(self._spool_file(student), data, 0o600)
         return data
 
@@ -253,7 +260,7 @@ class Gradebook:
         d = self.out / "feedback"
         d.mkdir(parents=True, exist_ok=True)
         path = d / f"{safe_name(row.student)}.md"
-        data = feedback_text(row).encode("utf-8")
+        data = feedback_text(row).encode("utf-8", errors="backslashreplace")
         _atomic_write(path, data)
         self._feedback[path] = data
 
@@ -262,7 +269,7 @@ class Gradebook:
         writer = csv.DictWriter(buf, fieldnames=self.columns(), lineterminator="\n", extrasaction="ignore")
         writer.writeheader()
         for student in sorted(self.records):
-            writer.writerow(self.records[student])
+            writer.writerow({k: cell_text(v) if isinstance(v, str) else v for k, v in self.records[student].items()})
         return buf.getvalue()
 
     def write_csv(self) -> Path:
@@ -277,7 +284,7 @@ class Gradebook:
         if self._folder_id() != self._token:
             self._warn(f"{self._marker} was changed while grading; rewritten")
             _atomic_write(self._marker, (self._token + "\n").encode())
-        data = self.csv_text().encode("utf-8")
+        data = self.csv_text().encode("utf-8", errors="backslashreplace")
         _atomic_write(self.path, data)
         self._written = _sha256(data)
         self._since = []
@@ -307,7 +314,8 @@ class Gradebook:
             for student, row in self.rows.items():
                 f = self._spool_file(student)
                 expected = json.dumps({"student": student, "record": self.records[student],
-                                       "row": row.to_dict()}, sort_keys=True).encode()
+                                       "row": row.to_dict()}, sort_keys=True).encode("utf-8",
+                                                                                     errors="backslashreplace")
                 if _read(f) != expected:
                     self._warn(f"the grader's spool record of {student} was changed; rewritten")
                     _atomic_write(f, expected, 0o600)

@@ -42,9 +42,10 @@ RESULTS_LIMIT = 64 * 2**20      # bytes of results the grader reads from the pip
 # Runs pytest under the limits, then sends the guard's log (a file in the work folder, written by the
 # kernel: each line carries a MAC the grader checks), the processes the notebook left behind (in the jail, a
 # PID namespace of its own: they end with it; the feedback says so) and the CPU time of the run down the pipe
-# (argv: address-space limit, process limit, out fd, in fd, guard log, "jail" or "", pytest's arguments).
+# (argv: address-space limit, process limit, out fd, in fd, guard log, "jail" or "", the notebook to copy into
+# the work folder, its copy, pytest's arguments).
 _LAUNCHER = (
-    "import ctypes, json, os, resource, stat, subprocess, sys\n"
+    "import ctypes, json, os, resource, shutil, stat, subprocess, sys\n"
     "try:\n"
     "    ctypes.CDLL(None).prctl(4, 0, 0, 0, 0)  # PR_SET_DUMPABLE 0: the kernel cannot reach our fds\n"
     "except Exception:\n"
@@ -56,7 +57,8 @@ _LAUNCHER = (
     "if tasks > 0:\n"
     "    resource.setrlimit(resource.RLIMIT_NPROC, (tasks, tasks))\n"
     "resource.setrlimit(resource.RLIMIT_CORE, (0, 0))\n"
-    "proc = subprocess.Popen([sys.executable, '-m', 'pytest'] + sys.argv[7:] + [f'--xlalab-out-fd={out_fd}', "
+    "shutil.copyfile(sys.argv[7], sys.argv[8])  # the kernel starts in the notebook's folder: the work folder\n"
+    "proc = subprocess.Popen([sys.executable, '-m', 'pytest', sys.argv[8]] + sys.argv[9:] + [f'--xlalab-out-fd={out_fd}', "
     "f'--xlalab-in-fd={in_fd}'], pass_fds=(out_fd, in_fd))\n"
     "os.close(in_fd)\n"
     "rc = proc.wait()\n"
@@ -233,7 +235,7 @@ def run_notebook(nb: Any, work: Path, priv: Path, nb_path: Path, *, cell_timeout
     out_r, out_w = os.pipe()
     in_fd = _payload_fd(payload or {"cells": {}})
     cmd = [sys.executable, "-c", _LAUNCHER, str(limit), str(max_tasks if box.on else 0), str(out_w), str(in_fd),
-           str(guard_log), "jail" if box.on else "", str(nb_path),
+           str(guard_log), "jail" if box.on else "", str(nb_path), str(work / nb_path.name),
            "-c", str(ini), "--rootdir", str(work), "-p", PLUGIN, "-p", "no:cacheprovider", "-p", "no:xdist",
            "-p", "no:randomly", "--nbval-lax", "--nbval-current-env", f"--nbval-cell-timeout={cell_timeout:g}",
            "-q", "--tb=line", "-o", "addopts=", "-W", "ignore"]

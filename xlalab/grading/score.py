@@ -133,7 +133,16 @@ _BLOCKED = [
     (re.compile(r"FileNotFoundError.*?'(/[^']*)'"), "to use {0} (outside its work folder: not in the sandbox)"),
     (re.compile(r"MemoryError|Unable to allocate|std::bad_alloc|Cannot allocate memory"),
      "to use memory beyond the limit of {memory}"),
+    (re.compile(r"Errno 28\b|No space left on device|Errno 27\b|File too large"),
+     "to write more than the size limits allow (the work folder {work_size}, /tmp {tmp_size}, /dev/shm "
+     "{shm_size}; they are memory, not disk)"),
+    (re.compile(r"Errno 11\b|Resource temporarily unavailable|can't start new thread"),
+     "to start more processes or threads than the limit of {tasks}"),
 ]
+
+
+def _size(n: int) -> str:
+    return f"{n / 2**30:g} GiB" if n >= 2**30 else f"{n / 2**20:g} MiB"
 
 
 def blocked_notes(errors: list[str], *, sandbox_on: bool, memory_gb: float, work: str = "") -> list[str]:
@@ -147,8 +156,12 @@ def blocked_notes(errors: list[str], *, sandbox_on: bool, memory_gb: float, work
                 continue
             if m.groups() and work and m.group(1).startswith(work.rstrip("/") + "/"):
                 continue
-            note = text.format(*m.groups(), memory=f"{memory_gb:g} GB") if m.groups() else \
-                text.format(memory=f"{memory_gb:g} GB")
+            from xlalab.grading import sandbox as sandbox_mod
+
+            limits = dict(memory=f"{memory_gb:g} GB", work_size=_size(sandbox_mod.WORK_BYTES),
+                          tmp_size=_size(sandbox_mod.TMP_BYTES), shm_size=_size(sandbox_mod.SHM_BYTES),
+                          tasks=sandbox_mod.MAX_TASKS)
+            note = text.format(*m.groups(), **limits) if m.groups() else text.format(**limits)
             if note not in notes:
                 notes.append(note)
             break

@@ -8,8 +8,11 @@ becomes a row with 0 points.
 
 from __future__ import annotations
 
+import hashlib
 import json
+import os
 import re
+import stat
 from pathlib import Path
 from typing import Any, Iterable
 
@@ -18,24 +21,63 @@ import nbformat
 from xlalab.grading.lab import Lab
 from xlalab.grading.notebook import parse_header
 
+MAX_BYTES = 50 * 2**20   # the largest hand-in read (a notebook with its outputs); larger ones are refused
+
+
 class Unreadable(Exception):
     """A submission that cannot be graded; the message is the reason shown in the gradebook."""
 
 
-def read_submission(path: Path, lab: Lab) -> Any:
-    """Parse a submission notebook; raise Unreadable with a reason a student understands."""
+def read_handin(path: str | Path, limit: int = MAX_BYTES) -> bytes:
+    """The bytes of a hand-in that is a regular file, not a symbolic link, of at most ``limit`` bytes;
+    else raise :class:`Unreadable` with the reason. Never follows a link (to the instructor's solution, to
+    /dev/zero), never blocks on a FIFO, never reads more than ``limit`` + 1 bytes."""
+    path = Path(path)
     try:
-        raw = path.read_bytes()
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_NOCTTY", 0))
+    except OSError as err:
+        if path.is_symlink():
+            raise Unreadable("a symbolic link, not a file of the hand-in folder (links are not followed)") from None
+        raise Unreadable(f"cannot read the file ({err.strerror})") from None
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            raise Unreadable("not a regular file (a FIFO, device or folder)")
+        if info.st_size > limit:
+            raise Unreadable(f"larger than the limit of {limit // 2**20} MB ({info.st_size / 2**20:.0f} MB)")
+        chunks, size = [], 0
+        while size <= limit:
+            chunk = os.read(fd, min(2**20, limit + 1 - size))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            size += len(chunk)
+        if size > limit:
+            raise Unreadable(f"larger than the limit of {limit // 2**20} MB")
+        return b"".join(chunks)
     except OSError as err:
         raise Unreadable(f"cannot read the file ({err.strerror})") from None
+    finally:
+        os.close(fd)
+
+
+def parse_json(raw: bytes) -> Any:
+    """JSON of a hand-in; raise :class:`Unreadable` (not UTF-8, bad JSON, nested too deeply)."""
     if not raw.strip():
         raise Unreadable("empty file")
     try:
-        data = json.loads(raw.decode("utf-8"))
+        return json.loads(raw.decode("utf-8"))
     except UnicodeDecodeError:
         raise Unreadable("not a text file (not UTF-8)") from None
     except json.JSONDecodeError as err:
         raise Unreadable(f"not valid JSON (line {err.lineno}: {err.msg}); not a notebook") from None
+    except RecursionError:
+        raise Unreadable("not a notebook (JSON nested too deeply)") from None
+
+
+def read_submission(path: Path, lab: Lab) -> Any:
+    """Parse a submission notebook; raise Unreadable with a reason a student understands."""
+    data = parse_json(read_handin(path))
     if not isinstance(data, dict) or not isinstance(data.get("cells"), list):
         raise Unreadable("not a Jupyter notebook (no list of cells)")
     try:
@@ -62,17 +104,36 @@ def expand_submissions(paths: Iterable[str | Path], lab_name: str) -> list[tuple
     """``(student, notebook path)`` for each submission argument (a notebook, or a folder of them)."""
     out: list[tuple[str, Path]] = []
     for p in map(Path, paths):
-        if p.is_dir():
+        if p.is_dir() and not p.is_symlink():
             for child in sorted(p.iterdir()):
-                if child.is_file() and child.suffix == ".ipynb":
-                    out.append((child.stem, child))
-                elif child.is_dir() and not child.name.startswith("."):
+                if child.name.startswith("."):
+                    continue
+                if child.is_symlink() and not child.name.endswith(".ipynb"):
+                    out.append((printable(child.name), child))   # a linked folder: refused, with the reason
+                elif child.suffix == ".ipynb" and not (child.is_dir() and not child.is_symlink()):
+                    out.append((printable(child.stem), child))
+                elif child.is_dir():
                     nbs = sorted(child.glob("*.ipynb"))
                     pick = [n for n in nbs if n.stem == lab_name] or nbs
-                    out.append((child.name, pick[0] if pick else child / f"{lab_name}.ipynb"))
+                    out.append((printable(child.name), pick[0] if pick else child / f"{lab_name}.ipynb"))
         else:
-            out.append((p.stem, p))
+            out.append((printable(p.stem), p))
     return _distinct_names(out)
+
+
+def printable(name: str) -> str:
+    """A student's name as the grader writes it: control characters (newlines) and bytes that are not UTF-8
+    (a file name's surrogate escapes) shown as ``\\n``/``\\xNN``, so that a name can start no line of
+    its own in the feedback, the answer files or the summary, and every file it names can be written."""
+    out = []
+    for ch in name:
+        if "\udc80" <= ch <= "\udcff":
+            out.append(f"\\x{ord(ch) - 0xdc00:02x}")
+        elif "\ud800" <= ch <= "\udfff" or (not ch.isprintable() and ch != " "):
+            out.append(repr(ch)[1:-1] if len(repr(ch)) > 3 else f"\\u{ord(ch):04x}")
+        else:
+            out.append(ch)
+    return "".join(out)
 
 
 def _distinct_names(subs: list[tuple[str, Path]]) -> list[tuple[str, Path]]:
@@ -93,5 +154,14 @@ def _distinct_names(subs: list[tuple[str, Path]]) -> list[tuple[str, Path]]:
 
 
 def safe_name(student: str) -> str:
-    """A file-system-safe version of a student's name (for feedback/<student>.md)."""
-    return re.sub(r"[^\w.\-]+", "_", student).strip("._") or "student"
+    """A file-system-safe name for a student's files (``feedback/<name>.md``), distinct for distinct students.
+
+    A name of letters, digits, ``_``, ``-`` and ``.`` (not starting with ``.``, at most 120 characters) is
+    kept; any other gets the safe characters, then ``-`` and 10 hex digits of its SHA-256 (``ann b`` and
+    ``ann_b`` are two files).
+    """
+    if re.fullmatch(r"[A-Za-z0-9_][A-Za-z0-9_.\-]{0,119}", student) and not re.search(r"-[0-9a-f]{10}$", student):
+        return student
+    digest = hashlib.sha256(student.encode("utf-8", errors="surrogatepass")).hexdigest()[:10]
+    base = re.sub(r"[^A-Za-z0-9_.\-]+", "_", student).strip("._")[:100]
+    return f"{base or 'student'}-{digest}"
