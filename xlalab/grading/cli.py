@@ -279,7 +279,7 @@ def _grade_main(args: argparse.Namespace, spec: engine.EngineSpec) -> int:
                                  cell_timeout=args.cell_timeout, timeout=args.timeout,
                                  memory_gb=args.memory_gb, progress=True, sandbox=args.sandbox, spec=spec,
                                  similarity_threshold=args.similarity_threshold)
-    except (FileNotFoundError, assign.FormatError, sandbox_mod.SandboxUnavailable) as err:
+    except (FileNotFoundError, assign.FormatError, sandbox_mod.SandboxUnavailable, engine.ClusterUnavailable) as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
     print()
