@@ -44,7 +44,9 @@ from xlalab.grading.score import ANSWERED
 # 0.45 there. copydetect's own display default is 0.33, tuned for whole programs, where that shared skeleton is
 # a smaller part; lab answers are short, so the bar is higher here. It only decides what is listed for a look.
 DEFAULT_THRESHOLD = 0.6
-MIN_SHARED = 40          # tokens of shared (filtered) text, below which a pair is not flagged
+# Tokens of shared (filtered) text below which a pair is not flagged: the sample lab's whole reference answer (two
+# one-line functions that honest students may well write alike) is 49; a copied hand-in there shares over 200.
+MIN_SHARED = 80
 NOISE = 25               # copydetect's noise threshold k: the k-gram length, in filtered characters
 GUARANTEE = 25           # copydetect's guarantee threshold: a match this long is always found (window 1)
 
