@@ -37,6 +37,7 @@ from pathlib import Path
 from typing import Iterable
 
 from xlalab.grading import answers as answers_mod, assign, engine, export as export_mod, sandbox as sandbox_mod
+from xlalab.grading import classreport, similarity
 from xlalab.grading.feedback import summary_table
 from xlalab.grading.gradebook import Gradebook
 from xlalab.grading.lab import load_lab
@@ -58,12 +59,15 @@ def grade_submissions(lab: str | Path, submissions: Iterable[str | Path], out: s
                       jobs: int = 1, source: str | Path | None = None, cell_timeout: float = 600,
                       timeout: float = 1800, memory_gb: float = 8, env: dict[str, str | None] | None = None,
                       progress: bool = False, sandbox: str = "auto", scheduler: str | None = None,
-                      spec: engine.EngineSpec | None = None, quiet: bool = False) -> Graded:
+                      spec: engine.EngineSpec | None = None, quiet: bool = False,
+                      similarity_threshold: float = similarity.DEFAULT_THRESHOLD) -> Graded:
     """Grade every submission of one lab; write the gradebook and feedback under ``out``; return the rows.
 
     Example: ``grade_submissions("lab01_timing", ["hand-ins/"], "grades", jobs=2)``. ``sandbox`` is "auto"
     (bwrap where it works), "bwrap" (required) or "none"; ``scheduler`` a Dask scheduler address; ``spec`` an
     :class:`~xlalab.grading.engine.EngineSpec` for anything else (``jobs`` and ``scheduler`` then are ignored).
+    Writes ``<out>/report.html`` at the end (:mod:`xlalab.grading.classreport`; pairs of similar hand-ins at
+    ``similarity_threshold``).
     """
     start = time.monotonic()
     the_lab = load_lab(lab, source)
@@ -75,8 +79,10 @@ def grade_submissions(lab: str | Path, submissions: Iterable[str | Path], out: s
                   sandbox=box if spec.kind in ("serial", "local") else sandbox)
     # Written answers are read here, from the submission files, before any student code of this run starts.
     written = {student: _collect(the_lab, path) for student, path in entries} if the_lab.answers else {}
+    owns = [similarity.collect(the_lab, student, path) for student, path in entries]   # for the report, likewise
     with Gradebook(out, ids, quiet=quiet, answer_ids=[a.answer for a in the_lab.answers]) as book:
         before = dict(book.stored)
+        similarity.save(out, owns)
 
         def record(row: Row) -> None:
             try:
@@ -97,6 +103,7 @@ def grade_submissions(lab: str | Path, submissions: Iterable[str | Path], out: s
             everyone = list(book.stored.values())
             answers_mod.write_answer_files(the_lab, everyone, out)
             answers_mod.write_manual_template(the_lab, everyone, Path(out) / "manual.csv")
+    _write_report(the_lab, list(book.stored.values()), out, similarity_threshold, book.warnings, quiet)
     result = Graded(rows)
     result.warnings = book.warnings
     result.elapsed = time.monotonic() - start
@@ -115,6 +122,26 @@ def _collect(lab, path) -> list:
         return answers_mod.collect(lab, path)
     except Exception:  # noqa: BLE001  (a hand-in the reader cannot take: its answers are missing, the class goes on)
         return answers_mod.answers_of(lab, {})
+
+def _write_report(lab, rows: list[Row], out, threshold: float, warnings: list[str], quiet: bool) -> Path | None:
+    """The class report; a failure to make it is a warning, never a lost gradebook."""
+    try:
+        return classreport.write_report(lab, rows, out, threshold=threshold)
+    except Exception as err:  # noqa: BLE001  (the gradebook is written; the report is a view of it)
+        warnings.append(f"the class report could not be written ({type(err).__name__}: {str(err)[:200]})")
+        if not quiet:
+            print(f"xlalab.grade: WARNING: {warnings[-1]}", file=sys.stderr)
+        return None
+
+
+def class_report(lab: str | Path, out: str | Path = "grades", *, source: str | Path | None = None,
+                 similarity_threshold: float = similarity.DEFAULT_THRESHOLD, quiet: bool = False) -> Path:
+    """Write ``<out>/report.html`` from the grader's own rows of the gradebook in ``out`` (``--report``)."""
+    the_lab = load_lab(lab, source)
+    with Gradebook(out, [c.check for c in the_lab.checks], quiet=quiet,
+                   answer_ids=[a.answer for a in the_lab.answers]) as book:
+        rows = list(book.stored.values())
+        return classreport.write_report(the_lab, rows, out, threshold=similarity_threshold)
 
 
 def merge_manual(lab: str | Path, manual: str | Path, out: str | Path = "grades", *,
@@ -150,6 +177,16 @@ def export_gradebook(lab: str | Path, kind: str, out: str | Path = "grades", *, 
                              roster=roster, moodle_id=moodle_id)
 
 
+def _threshold(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if not 0 < value <= 1:
+        raise argparse.ArgumentTypeError(f"must be in (0, 1], not {text}")
+    return value
+
+
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m xlalab.grade", description=__doc__.split("\n\n")[0])
     p.add_argument("lab", help="lab name (lab01_timing) or path to its solution notebook")
@@ -176,6 +213,13 @@ def parser() -> argparse.ArgumentParser:
     m.add_argument("--roster", default=None,
                    help="CSV with a 'student' column and the platform's identifier columns (Canvas: ID, SIS "
                         "User ID, SIS Login ID, Section; Moodle: Username, Email address or ID number)")
+    m.add_argument("--report", action="store_true",
+                   help="write <out>/report.html, the class report (also written after every grading run, and "
+                        "after --merge-manual)")
+    m.add_argument("--similarity-threshold", type=_threshold, default=similarity.DEFAULT_THRESHOLD,
+                   help="pairs of hand-ins whose own code or written answers are at least this similar (0-1, "
+                        "winnowed fingerprints) are listed in the report, flagged, never penalized "
+                        f"(default {similarity.DEFAULT_THRESHOLD:g})")
     m.add_argument("--moodle-id", choices=sorted(export_mod.MOODLE_ID_COLUMNS), default="username",
                    help="the identifier column of the Moodle export")
     g = p.add_argument_group("scale-out (Dask)")
@@ -208,7 +252,7 @@ def main(argv: list[str] | None = None) -> int:
             return 2
         print(engine.job_script(spec))
         return 0
-    if not args.submissions and not (args.merge_manual or args.export):
+    if not args.submissions and not (args.merge_manual or args.export or args.report):
         print("error: no submissions given", file=sys.stderr)
         return 2
     if args.submissions:
@@ -223,6 +267,13 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"rejected: {e}", file=sys.stderr)
             print(f"merged {args.merge_manual}: {len(changed)} students changed, {len(errors)} lines rejected")
             rc = 1 if errors else 0
+            if not args.report:
+                class_report(args.lab, args.out, source=args.source,
+                             similarity_threshold=args.similarity_threshold, quiet=True)
+        if args.report and not args.submissions:
+            path = class_report(args.lab, args.out, source=args.source,
+                                similarity_threshold=args.similarity_threshold)
+            print(f"class report: {path}")
         for kind in args.export:
             path = export_gradebook(args.lab, kind, args.out, source=args.source, roster=args.roster,
                                     moodle_id=args.moodle_id)
@@ -237,8 +288,9 @@ def _grade_main(args: argparse.Namespace, spec: engine.EngineSpec) -> int:
     try:
         rows = grade_submissions(args.lab, args.submissions, args.out, source=args.source,
                                  cell_timeout=args.cell_timeout, timeout=args.timeout,
-                                 memory_gb=args.memory_gb, progress=True, sandbox=args.sandbox, spec=spec)
-    except (FileNotFoundError, assign.FormatError, sandbox_mod.SandboxUnavailable) as err:
+                                 memory_gb=args.memory_gb, progress=True, sandbox=args.sandbox, spec=spec,
+                                 similarity_threshold=args.similarity_threshold)
+    except (FileNotFoundError, assign.FormatError, sandbox_mod.SandboxUnavailable, engine.ClusterUnavailable) as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
     print()
@@ -247,10 +299,12 @@ def _grade_main(args: argparse.Namespace, spec: engine.EngineSpec) -> int:
     for w in rows.warnings:
         print(f"WARNING: {w}")
     print(f"\ngradebook: {Path(args.out) / 'gradebook.csv'}; feedback: {Path(args.out) / 'feedback'}/")
+    if (Path(args.out) / "report.html").exists():
+        print(f"class report: {Path(args.out) / 'report.html'}")
     if (Path(args.out) / "manual.csv").exists():
         print(f"written answers: {Path(args.out) / 'answers'}/; score them in {Path(args.out) / 'manual.csv'}, "
               "then --merge-manual")
     return 0
 
 
-__all__ = ["Graded", "Row", "export_gradebook", "grade_submissions", "main", "merge_manual", "parser"]
+__all__ = ["Graded", "Row", "class_report", "export_gradebook", "grade_submissions", "main", "merge_manual", "parser"]

@@ -13,13 +13,25 @@ gradebook (:mod:`xlalab.grading.gradebook`), as each row arrives. The hand-in tr
 need no view of the hand-in folder, only the course environment). A task whose worker dies is retried once
 (on a cluster the grader starts, the scheduler's ``allowed-failures`` is 1); if it dies again, the submission
 gets a row of its own saying so and the rest of the class is graded.
+
+On a batch cluster (``jobqueue``) the grader first asks the batch system (``squeue``, ``qstat``, ``bjobs``)
+whether it answers: if not, it stops at once with :class:`ClusterUnavailable`, having submitted nothing. While it
+waits for rows it looks every :data:`WATCH_S` seconds: a job that ended (cancelled with ``scancel``, past its
+wall time, the node lost) takes with it only the task its worker was running, which is retried on another
+worker; when no worker is left and none of its jobs is still queued or running, the grader submits fresh jobs
+(:data:`RESUBMITS` times at most); when no worker is left and the batch system stops answering, it stops with
+:class:`ClusterUnavailable` naming the submissions not graded. Rows graded before that are in the gradebook.
 """
 
 from __future__ import annotations
 
 import concurrent.futures as futures
+import getpass
 import logging
+import shutil
+import subprocess
 import sys
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
@@ -34,6 +46,38 @@ CLUSTERS = ("slurm", "pbs", "sge", "lsf")
 # task it was running with it), and a task whose worker died twice is given up.
 DASK_CONFIG = {"distributed.scheduler.allowed-failures": 1, "distributed.scheduler.worker-saturation": 1.0,
                "distributed.worker.daemon": False, "logging.distributed": "error"}
+
+
+WATCH_S = 15.0        # seconds between looks at the batch system while no row arrives
+PROBE_TIMEOUT_S = 30  # how long a batch-system command may take before it counts as not answering
+RESUBMITS = 2         # fresh jobs submitted when every job ended with submissions left
+# The command that says whether the batch system answers and which of the given jobs are still there.
+QUEUE_COMMANDS = {"slurm": ["squeue", "-h", "-o", "%i", "-u", "{user}"], "pbs": ["qstat"], "sge": ["qstat"],
+                  "lsf": ["bjobs", "-noheader", "-o", "jobid"]}
+
+
+class ClusterUnavailable(RuntimeError):
+    """The batch system does not answer (or every worker job ended for good); nothing more can be graded."""
+
+
+def queue_jobs(cluster: str) -> set[str]:
+    """The ids of this user's jobs the batch system lists; raise :class:`ClusterUnavailable` if it does not answer."""
+    cmd = [part.format(user=getpass.getuser()) for part in QUEUE_COMMANDS[cluster]]
+    if shutil.which(cmd[0]) is None:
+        raise ClusterUnavailable(f"--cluster {cluster}: `{cmd[0]}` is not on PATH here; run the grader on a "
+                                 "login node of the cluster (where sbatch/qsub/bsub work)")
+    try:
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=PROBE_TIMEOUT_S,
+                              stdin=subprocess.DEVNULL)
+    except subprocess.TimeoutExpired:
+        raise ClusterUnavailable(f"the {cluster} controller did not answer `{' '.join(cmd)}` within "
+                                 f"{PROBE_TIMEOUT_S} s") from None
+    if proc.returncode != 0:
+        why = (proc.stderr or proc.stdout).strip().splitlines()
+        raise ClusterUnavailable(f"the {cluster} controller does not answer: `{' '.join(cmd)}` failed "
+                                 f"({why[-1] if why else f'exit status {proc.returncode}'})")
+    return {line.split()[0].split(".")[0] for line in proc.stdout.splitlines() if line.strip()
+            and line.split()[0].split(".")[0].isdigit()}
 
 
 @dataclass
@@ -194,6 +238,7 @@ def _run_dask(lab, entries, kwargs, spec: EngineSpec, done, fn) -> None:
                                    silence_logs=logging.ERROR)
             client = Client(cluster)
         elif spec.kind == "jobqueue":
+            queue_jobs(spec.cluster)   # the batch system answers, or stop here, before anything is submitted
             cluster = jobqueue_cluster(spec)
             n = spec.cluster_jobs or min(len(entries), max(1, spec.jobs))
             cluster.scale(jobs=n)
@@ -206,21 +251,76 @@ def _run_dask(lab, entries, kwargs, spec: EngineSpec, done, fn) -> None:
                 fut = client.submit(_task, fn, lab, student, str(path), _read(Path(path)), kwargs,
                                     key=f"grade-{i}-{student}"[:200], pure=False, retries=1)
                 futs[fut] = i
-            for fut in as_completed(list(futs)):
-                i = futs[fut]
-                student, path = entries[i]
-                try:
-                    row = fut.result()
-                except Exception as err:  # noqa: BLE001  (KilledWorker, a lost connection, ...)
-                    name = type(err).__name__
-                    why = ("the worker grading it died, twice" if name == "KilledWorker"
-                           else f"{name}: {str(err)[:200]}")
-                    row = zero_row(lab, student, f"not graded: grader error ({why})", str(path))
-                done(i, row)
+            watch = _Watch(spec, cluster, n) if spec.kind == "jobqueue" else None
+            waiting = as_completed(list(futs))
+            left = set(futs)
+            while not waiting.is_empty():
+                batch = waiting.next_batch(block=False) if watch is not None else [next(waiting)]
+                if not batch:
+                    watch.look(client, [entries[futs[f]][0] for f in left])
+                    time.sleep(0.5)
+                    continue
+                for fut in batch:
+                    left.discard(fut)
+                    i = futs[fut]
+                    student, path = entries[i]
+                    try:
+                        row = fut.result()
+                    except Exception as err:  # noqa: BLE001  (KilledWorker, a lost connection, ...)
+                        name = type(err).__name__
+                        why = ("the worker grading it died, twice" if name == "KilledWorker"
+                               else f"{name}: {str(err)[:200]}")
+                        row = zero_row(lab, student, f"not graded: grader error ({why})", str(path))
+                    done(i, row)
+                    if watch is not None:
+                        watch.progress()
         finally:
             client.close()
             if cluster is not None:
                 cluster.close()
+
+
+class _Watch:
+    """Looks after the worker jobs of a batch cluster while no row arrives (see the module docstring)."""
+
+    def __init__(self, spec: EngineSpec, cluster, jobs: int):
+        self.spec, self.cluster, self.jobs = spec, cluster, jobs
+        self.last = self.start = time.monotonic()
+        self.resubmitted = 0
+
+    def progress(self) -> None:
+        self.last = time.monotonic()
+
+    def look(self, client, left: list[str]) -> None:
+        if time.monotonic() - self.last < WATCH_S:
+            return
+        self.last = time.monotonic()
+        if client.scheduler_info().get("workers"):
+            return   # workers are grading (or idle, about to get a task)
+        ours = {str(getattr(job, "job_id", "") or "") for job in self.cluster.workers.values()} - {""}
+        if not ours:
+            if time.monotonic() - self.start > 4 * WATCH_S:
+                raise ClusterUnavailable(f"no worker job could be submitted in {4 * WATCH_S:g} s (the submit "
+                                         "command's error is above; check --queue, --account, --memory); "
+                                         f"{len(left)} submissions not graded")
+            return   # still submitting
+        try:
+            listed = queue_jobs(self.spec.cluster)
+        except ClusterUnavailable as err:
+            raise ClusterUnavailable(f"{err}; no worker is left, so {len(left)} submissions were not graded "
+                                     f"({', '.join(sorted(left)[:10])}{'...' if len(left) > 10 else ''}); the "
+                                     "rows graded before are in the gradebook: grade the rest again later") from None
+        if ours & listed:
+            return   # jobs still queued or starting: a real cluster can take a while
+        if self.resubmitted >= RESUBMITS:
+            raise ClusterUnavailable(f"every worker job ended ({self.resubmitted} times resubmitted; cancelled, "
+                                     f"or past --walltime?) with {len(left)} submissions not graded "
+                                     f"({', '.join(sorted(left)[:10])}); the rows graded before are in the gradebook")
+        self.resubmitted += 1
+        print(f"xlalab.grade: every worker job ended with {len(left)} submissions left; submitting "
+              f"{self.jobs} fresh jobs", file=sys.stderr, flush=True)
+        self.cluster.scale(jobs=0)   # forget the ended jobs (new worker names), then ask for fresh ones
+        self.cluster.scale(jobs=self.jobs)
 
 
 def describe(spec: EngineSpec) -> str:
