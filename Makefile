@@ -26,7 +26,7 @@ test: $(STAMP)
 
 # Regenerate labs/ from solutions/ (never edit labs/ by hand).
 labs: $(STAMP)
-	$(PY) -m xlalab.assign
+	$(PY) -m xlalab.assign --record-built-with
 
 check-labs: $(STAMP)
 	$(PY) -m xlalab.assign --check
@@ -42,3 +42,22 @@ gpu-check: $(STAMP)
 
 clean:
 	rm -rf _build .pytest_cache
+
+# --- TensorFlow version matrix (issue 18) -------------------------------------------------------------------------
+# Each extra TensorFlow in its own Colab-like venv, .venv-compat/tf<version> (gitignored; .ci/colab-like.txt is the
+# rest of what it holds); a new pin makes a new venv, so a venv is reinstalled only when its pin changes. In each:
+# the Colab install path (setup cell -> Lab 6 Part 6, the profiler chapter's first capture), the version-sensitive
+# unit tests and every solution notebook at XLALAB_PROFILE=tiny. Writes results/compat.json and results/compat.md.
+COMPAT_TF  ?= 2.16.2 2.19.1
+COMPAT_DIR := .venv-compat
+
+$(COMPAT_DIR)/tf%/.installed-stamp: .ci/colab-like.txt
+	rm -rf $(COMPAT_DIR)/tf$*
+	$(PYTHON) -m venv $(COMPAT_DIR)/tf$*
+	$(COMPAT_DIR)/tf$*/bin/python -m pip install --quiet --upgrade pip
+	$(COMPAT_DIR)/tf$*/bin/python -m pip install --quiet 'tensorflow==$*' -r .ci/colab-like.txt
+	@touch $@
+
+.PHONY: test-compat
+test-compat: $(STAMP) $(foreach v,$(COMPAT_TF),$(COMPAT_DIR)/tf$(v)/.installed-stamp)
+	$(PY) tests/compat_matrix.py $(foreach v,$(COMPAT_TF),$(COMPAT_DIR)/tf$(v))

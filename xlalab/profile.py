@@ -131,16 +131,23 @@ def from_logdir(logdir: str | os.PathLike, steps: int, label: str = STEP) -> Pro
     return Profile(str(logdir), runs[-1], sorted(glob.glob(os.path.join(runs[-1], "*.xplane.pb"))), steps, label)
 
 
+def _converters() -> Any:
+    """XProf's converter module, or one clear error naming the command that installs it."""
+    from xlalab import compat
+
+    return compat.require("xprof.convert.raw_to_tool_data", "xlalab.profile (the profiler's converters)")
+
+
 def tool_names(prof: Profile) -> list[str]:
     """The converter tools that have data in this capture (e.g. ``["trace_viewer@", "framework_op_stats", ...]``)."""
-    from xprof.convert import raw_to_tool_data
+    raw_to_tool_data = _converters()
 
     return raw_to_tool_data.xspace_to_tool_names(prof.xspace)
 
 
 def tool_data(prof: Profile, tool: str, params: dict[str, Any] | None = None) -> str:
     """The raw output of one XProf converter ``tool`` as text (JSON for most tools; ``""`` when it has none)."""
-    from xprof.convert import raw_to_tool_data
+    raw_to_tool_data = _converters()
 
     data, _ = raw_to_tool_data.xspace_to_tool_data(prof.xspace, tool, params or {})
     if data is None:

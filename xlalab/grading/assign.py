@@ -30,6 +30,8 @@ import nbformat
 from xlalab.grading.notebook import CHECK_HEADER
 
 REPOSITORY_TOKEN = "@REPOSITORY_URL@"
+# In markdown cells: the compiler the labs were built and graded on (xlalab/built_with.json, `make labs` records it).
+BUILT_WITH_TOKEN = "@BUILT_WITH@"
 ANSWER_STUB = "# YOUR CODE HERE\nraise NotImplementedError"
 ANSWER_BOX = "**Your answer:** …"
 KERNELSPEC = {"display_name": "Python 3", "language": "python", "name": "python3"}
@@ -195,13 +197,24 @@ def has_inline(source: str) -> bool:
 
 def repository_url(root: str | Path = ".") -> str:
     """``repository.url`` from ``<root>/_config.yml`` (the one place the course's URL lives)."""
-    import yaml
+    from xlalab import compat
 
+    yaml = compat.require("yaml", "reading _config.yml")
     config = yaml.safe_load(Path(root, "_config.yml").read_text(encoding="utf-8")) or {}
     url = (config.get("repository") or {}).get("url")
     if not url:
         raise FormatError(f"no repository.url in {Path(root, '_config.yml')}")
     return str(url)
+
+
+def built_with_text() -> str:
+    """How a lab's text names the course's compiler, e.g. ``"XLA:CPU of TensorFlow 2.21.0"`` (xlalab/built_with.json)."""
+    from xlalab import compat
+
+    ref = compat.built_with()
+    if not ref:
+        return "the compiler recorded in `xlalab/built_with.json`"
+    return f"{ref.get('backend', 'XLA')} of TensorFlow {ref.get('tensorflow', '(unrecorded)')}"
 
 
 def _clean_metadata(meta: dict) -> dict:
@@ -232,7 +245,8 @@ def student_notebook(nb: Any, repo_url: str, name: str) -> Any:
                 source = ANSWER_BOX
                 new_meta["xlalab"] = {"answer": meta["answer"], "points": meta["points"]}
             elif cell.cell_type == "markdown":
-                source = ANSWER_BOX if meta.get("solution") else cell.source
+                source = ANSWER_BOX if meta.get("solution") else cell.source.replace(BUILT_WITH_TOKEN,
+                                                                                      built_with_text())
             elif cell.cell_type == "code":
                 source = cell.source
                 if has_inline(source):
@@ -299,8 +313,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("solutions", nargs="*", help="solution notebooks (default: solutions/lab*.ipynb)")
     parser.add_argument("--check", action="store_true", help="exit 1 if labs/ is out of date; write nothing")
     parser.add_argument("--root", default=".", help="repository root holding _config.yml, solutions/, labs/")
+    parser.add_argument("--record-built-with", action="store_true",
+                        help="first write this environment's TensorFlow version and XLA backend to "
+                             "xlalab/built_with.json (what @BUILT_WITH@ and the setup cell's note compare with)")
     args = parser.parse_args(argv)
     root = Path(args.root)
+    if args.record_built_with and not args.check:
+        from xlalab import compat, hw
+
+        print(f"recorded {compat.record_built_with(hw.backend().xla)} in {compat.BUILT_WITH}")
     paths = [Path(p) for p in args.solutions] or solution_paths(root)
     stale: list[str] = []
     for path in paths:

@@ -116,7 +116,9 @@ def jobqueue_cluster(spec: EngineSpec, *, dashboard: bool = True):
     """The dask-jobqueue cluster object (no job is submitted until it is scaled)."""
     if spec.cluster not in CLUSTERS:
         raise ValueError(f"--cluster must be one of {', '.join(CLUSTERS)}, not {spec.cluster!r}")
-    import dask_jobqueue
+    from xlalab import compat
+
+    dask_jobqueue = compat.require("dask_jobqueue", "grading on a batch cluster (--cluster)")
 
     cls = {"slurm": dask_jobqueue.SLURMCluster, "pbs": dask_jobqueue.PBSCluster,
            "sge": dask_jobqueue.SGECluster, "lsf": dask_jobqueue.LSFCluster}[spec.cluster]

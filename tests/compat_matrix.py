@@ -1,0 +1,183 @@
+"""``make test-compat``: the course on other TensorFlow versions, each in its own Colab-like venv.
+
+``python tests/compat_matrix.py .venv-compat/tf2.16.2 .venv-compat/tf2.19.1 ...`` (run by the course's own venv,
+which drives the kernels: nbclient and nbval live there, not in the venvs under test). For each venv:
+
+1. **Colab install path.** ``xlalab`` and ``xprof`` are uninstalled from the venv, then Lab 6's solution runs top
+   to bottom in a kernel of that venv *without* the working tree on ``PYTHONPATH``: its setup cell installs the
+   course exactly as in Colab (``pip install --no-deps`` of the working tree instead of the URL, then
+   ``xlalab.compat.install_missing()``), and Part 6 needs ``xprof``. Then the profiler chapter's first capture
+   (its cells up to the first ``profile.tool_names``; the book's ``glue`` stubbed) runs in the same kernel venv.
+2. **Unit tests** of the version-sensitive APIs (profiler, ``experimental_get_compiler_ir`` stages,
+   ``sync_devices``, Keras mixed precision, the compat module) with that venv's pytest.
+3. **Every solution notebook** under nbval (``--nbval-lax``: every check cell must pass) in that venv's kernel,
+   at ``XLALAB_PROFILE=tiny``.
+
+Writes ``results/compat.json`` (one row per version, with seconds and the machine's load) and
+``results/compat.md`` (the table ``book/running_locally.md`` includes). Exits 1 if anything failed.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import nbformat
+from nbclient import NotebookClient
+
+REPO = Path(__file__).resolve().parent.parent
+UNIT = ["tests/test_compat.py", "tests/test_profile.py", "tests/test_hlo_tf.py", "tests/test_bench.py",
+        "tests/test_workloads.py"]
+UNIT_K = "not slow"
+KERNEL = "xlalab-compat"
+
+
+def _run(cmd: list[str], env: dict | None = None, timeout: int = 1800) -> tuple[int, str]:
+    done = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True, timeout=timeout)
+    return done.returncode, (done.stdout + done.stderr)[-3000:]
+
+
+def _versions(py: Path) -> dict[str, str]:
+    code = ("import importlib.metadata as m, platform, json\n"
+            "out = {'python': platform.python_version()}\n"
+            "for n in ('tensorflow', 'keras', 'numpy'):\n"
+            "    out[n] = m.version(n)\n"
+            "print(json.dumps(out))")
+    return json.loads(subprocess.run([str(py), "-c", code], capture_output=True, text=True, check=True).stdout)
+
+
+def _kernelspec(venv: Path, pythonpath: str | None) -> dict[str, str]:
+    """Write a kernelspec for ``venv``'s python; return the environment that makes Jupyter find it."""
+    spec = venv / "share" / "jupyter" / "kernels" / KERNEL
+    spec.mkdir(parents=True, exist_ok=True)
+    env = {"XLALAB_PROFILE": "tiny", "TF_CPP_MIN_LOG_LEVEL": "2", "PYTHONPATH": pythonpath or ""}
+    (spec / "kernel.json").write_text(json.dumps({
+        "argv": [str((venv / "bin" / "python").absolute()), "-m", "ipykernel_launcher", "-f", "{connection_file}"],
+        "display_name": f"xlalab compat {venv.name}", "language": "python", "env": env}))
+    jenv = dict(os.environ)
+    jenv["JUPYTER_PATH"] = str((venv / "share" / "jupyter").absolute())
+    return jenv
+
+
+def _execute(cells: list, venv: Path, timeout: int = 1500) -> str:
+    """Run ``cells`` in a fresh kernel of ``venv`` (no working tree on its path); '' or the error's last lines."""
+    jenv = _kernelspec(venv, None)
+    nb = nbformat.v4.new_notebook(cells=cells, metadata={"kernelspec": {"name": KERNEL, "display_name": KERNEL}})
+    old = dict(os.environ)
+    os.environ.update(jenv)
+    try:
+        NotebookClient(nb, kernel_name=KERNEL, timeout=timeout, resources={"metadata": {"path": "/tmp"}}).execute()
+    except Exception as err:  # noqa: BLE001 - any failure of the notebook is the result
+        return f"{type(err).__name__}: {str(err)[-1500:]}"
+    finally:
+        os.environ.clear()
+        os.environ.update(old)
+    return ""
+
+
+def colab_cells(source: str) -> list:
+    """Lab 6's solution with its setup cell installing from the working tree, then the profiler's first capture."""
+    lab = nbformat.read(REPO / "solutions" / "lab06_resnet.ipynb", as_version=4)
+    cells = []
+    for cell in lab.cells:
+        if cell.cell_type != "code":
+            continue
+        new = nbformat.v4.new_code_cell(cell.source.replace("git+@REPOSITORY_URL@", source))
+        cells.append(new)
+    book = nbformat.read(REPO / "book" / "profiler.ipynb", as_version=4)
+    cells.append(nbformat.v4.new_code_cell(
+        "import sys, types  # the book's glue (myst_nb) is not what is tested here\n"
+        "sys.modules.setdefault('myst_nb', types.SimpleNamespace(glue=lambda *a, **k: None))"))
+    for cell in book.cells:
+        if cell.cell_type != "code":
+            continue
+        cells.append(nbformat.v4.new_code_cell(cell.source))
+        if "profile.tool_names(" in cell.source:
+            break
+    return cells
+
+
+def check_venv(venv: Path) -> dict:
+    py = venv / "bin" / "python"
+    row: dict = {"venv": str(venv), **_versions(py), "seconds": {}}
+    t0 = time.time()
+    subprocess.run([str(py), "-m", "pip", "uninstall", "-q", "-y", "xlalab", "xprof"], capture_output=True)
+    err = _execute(colab_cells(str(REPO)), venv)
+    row["colab_lab06_profiler"] = "pass" if not err else "fail"
+    row["colab_error"] = err
+    row["seconds"]["colab"] = round(time.time() - t0)
+
+    t0 = time.time()
+    env = {**os.environ, "PYTHONPATH": str(REPO), "XLALAB_PROFILE": "tiny", "TF_CPP_MIN_LOG_LEVEL": "2"}
+    rc, out = _run([str(py), "-m", "pytest", "-q", "-p", "no:cacheprovider", "-k", UNIT_K, *UNIT], env=env)
+    row["unit"] = "pass" if rc == 0 else "fail"
+    row["unit_summary"] = out.strip().splitlines()[-1] if out.strip() else ""
+    row["unit_error"] = "" if rc == 0 else out
+    row["seconds"]["unit"] = round(time.time() - t0)
+
+    jenv = _kernelspec(venv, str(REPO))
+    row["solutions"] = {}
+    for nb in sorted((REPO / "solutions").glob("lab*.ipynb")):
+        t0 = time.time()
+        rc, out = _run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--nbval-lax",
+                        "--nbval-kernel-name", KERNEL, "--nbval-cell-timeout", "1200", str(nb)], env=jenv)
+        row["solutions"][nb.stem] = "pass" if rc == 0 else "fail"
+        if rc:
+            row.setdefault("solution_errors", {})[nb.stem] = out
+        row["seconds"][nb.stem] = round(time.time() - t0)
+    return row
+
+
+def markdown(rows: list[dict]) -> str:
+    """The compatibility table of ``book/running_locally.md``, from compat.json's rows."""
+    def mark(v: str) -> str:
+        return {"pass": "passed", "fail": "**failed**"}.get(v, v)
+
+    lines = ["| TensorFlow | Keras | NumPy | Python | Colab install + Lab 6 + profiler capture | unit tests "
+             "(version-sensitive) | every solution (tiny) | book build | minutes |",
+             "|---|---|---|---|---|---|---|---|---|"]
+    for r in rows:
+        sols = r.get("solutions", {})
+        failed = [k for k, v in sols.items() if v != "pass"]
+        sol = ("make test" if r.get("note") else f"passed ({len(sols)} labs)" if sols and not failed else
+               f"**failed**: {', '.join(failed)}" if failed else "not run")
+        lines.append(f"| {r['tensorflow']} | {r['keras']} | {r['numpy']} | {r['python']} | "
+                     f"{mark(r.get('colab_lab06_profiler', 'not run'))} | {mark(r.get('unit', 'not run'))} | {sol} | "
+                     f"{mark(r.get('book', 'not run'))} | {sum(r.get('seconds', {}).values()) / 60:.1f} |")
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: list[str]) -> int:
+    rows = []
+    t_all = time.time()
+    for venv in [Path(a) for a in argv]:
+        t0 = time.time()
+        row = check_venv(venv)
+        row["wall_seconds"] = round(time.time() - t0)
+        row["load_average"] = [round(x, 2) for x in os.getloadavg()]
+        rows.append(row)
+        print(f"TensorFlow {row['tensorflow']}: colab {row['colab_lab06_profiler']}, unit {row['unit']} "
+              f"({row['unit_summary']}), solutions {row['solutions']}, {row['wall_seconds']} s", flush=True)
+    # The default version: what `make test` runs (every test, the book built with -W); its result is CI's own.
+    default = _versions(Path(sys.executable))
+    rows.append({**default, "venv": ".venv", "colab_lab06_profiler": "not run (full install)",
+                 "unit": "make test", "solutions": {}, "book": "make test", "seconds": {},
+                 "note": "the default venv: every test and the book build run by `make test`"})
+    rows[-1]["solutions"] = {}
+    out = {"host": platform.node(), "cpu": platform.processor() or platform.machine(), "cores": os.cpu_count(),
+           "wall_seconds": round(time.time() - t_all), "rows": rows}
+    (REPO / "results").mkdir(exist_ok=True)
+    (REPO / "results" / "compat.json").write_text(json.dumps(out, indent=1, sort_keys=True) + "\n")
+    (REPO / "results" / "compat.md").write_text(markdown(rows))
+    ok = all(r.get("colab_lab06_profiler") == "pass" and r.get("unit") == "pass"
+             and all(v == "pass" for v in r["solutions"].values()) for r in rows[:-1])
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
