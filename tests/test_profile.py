@@ -125,3 +125,30 @@ def test_hlo_ops_prefer_device_kernels_over_host_events():
         ("custom-call.2", 2.0, 9.0, "/device:GPU:0"), ("fusion.1", 1.0, 3.0, "/device:GPU:0")]
     assert sum(o.share for o in ops) == pytest.approx(1.0)
     assert profile.hlo_ops(prof, events=events, module="other") == []
+
+
+def test_reading_a_capture_prints_no_processor_noise(xla_profile, capfd):
+    """The converters' C++ log says "No UnifiedProfileProcessor registered for tool: ..." on every call (fd 2);
+    profile's readers hold those lines back."""
+    capfd.readouterr()
+    profile.tool_names(xla_profile)
+    assert profile.hlo_ops(xla_profile)
+    assert profile.hlo_module_text(xla_profile).startswith("HloModule")
+    profile.kernels(xla_profile)
+    profile.framework_ops(xla_profile)
+    out, err = capfd.readouterr()
+    assert "ProfileProcessor registered" not in out + err, err
+
+
+def test_quiet_converter_log_passes_every_other_line_on(capfd):
+    import os
+
+    with profile.quiet_converter_log():
+        os.write(2, b"E0000 unified_profile_processor_factory.cc:65] No UnifiedProfileProcessor registered for "
+                    b"tool: trace_viewer\nkept 1\n")
+        os.write(2, b"E0000 profile_processor_factory.cc:46] No ProfileProcessor registered for tool: x\nkept 2\n")
+    assert capfd.readouterr().err == "kept 1\nkept 2\n"
+    with pytest.raises(RuntimeError), profile.quiet_converter_log():
+        os.write(2, b"before the error\n")
+        raise RuntimeError("the block's error goes through")
+    assert capfd.readouterr().err == "before the error\n"

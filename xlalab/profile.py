@@ -21,10 +21,12 @@ Example::
 
 from __future__ import annotations
 
+import contextlib
 import glob
 import json
 import os
 import re
+import sys
 import tempfile
 from collections import defaultdict
 from dataclasses import dataclass, field
@@ -32,6 +34,11 @@ from typing import Any, Callable
 
 #: The name of the step markers :func:`capture` writes (``tf.profiler.experimental.Trace(STEP, step_num=i)``).
 STEP = "train"
+
+#: The lines the converters log to standard error on every call of a tool that has no processor of the newer kinds
+#: (``E... unified_profile_processor_factory.cc:65] No UnifiedProfileProcessor registered for tool: trace_viewer``):
+#: they report a lookup that falls back to the classic converter, which then answers, not a failure.
+CONVERTER_NOISE = re.compile(r"No (?:Unified)?ProfileProcessor registered for tool")
 
 
 @dataclass
@@ -138,18 +145,49 @@ def _converters() -> Any:
     return compat.require("xprof.convert.raw_to_tool_data", "xlalab.profile (the profiler's converters)")
 
 
+@contextlib.contextmanager
+def quiet_converter_log():
+    """Run a block with file descriptor 2 captured, then pass on what it wrote except :data:`CONVERTER_NOISE` lines.
+
+    XProf's converters log from C++ (absl/tsl logging straight to fd 2, which ``TF_CPP_MIN_LOG_LEVEL=2`` does not
+    silence and Python's ``sys.stderr`` never sees), so the capture is at the descriptor. Every other line the
+    block writes to fd 2 is written back to it afterwards, in order: nothing but the noise is lost. Where fd 2
+    cannot be duplicated the block runs uncaptured.
+    """
+    try:
+        sys.stderr.flush()
+        saved = os.dup(2)
+    except (OSError, ValueError, AttributeError):
+        yield
+        return
+    with tempfile.TemporaryFile() as held:
+        os.dup2(held.fileno(), 2)
+        try:
+            yield
+        finally:
+            os.dup2(saved, 2)
+            os.close(saved)
+            held.seek(0)
+            kept = [line for line in held.read().splitlines(keepends=True)
+                    if not CONVERTER_NOISE.search(line.decode("utf-8", "replace"))]
+            if kept:
+                os.write(2, b"".join(kept))
+
+
 def tool_names(prof: Profile) -> list[str]:
     """The converter tools that have data in this capture (e.g. ``["trace_viewer@", "framework_op_stats", ...]``)."""
     raw_to_tool_data = _converters()
 
-    return raw_to_tool_data.xspace_to_tool_names(prof.xspace)
+    with quiet_converter_log():
+        return raw_to_tool_data.xspace_to_tool_names(prof.xspace)
 
 
 def tool_data(prof: Profile, tool: str, params: dict[str, Any] | None = None) -> str:
     """The raw output of one XProf converter ``tool`` as text (JSON for most tools; ``""`` when it has none)."""
     raw_to_tool_data = _converters()
 
-    data, _ = raw_to_tool_data.xspace_to_tool_data(prof.xspace, tool, params or {})
+    with quiet_converter_log():
+        data, _ = raw_to_tool_data.xspace_to_tool_data(prof.xspace, tool, params or {})
     if data is None:
         return ""
     return data.decode() if isinstance(data, bytes) else str(data)
