@@ -321,6 +321,41 @@ def memory_info() -> dict[str, int]:
     return {"current": int(info["current"]), "peak": int(info["peak"])}
 
 
+def memory_stats_available() -> bool:
+    """Whether TensorFlow's allocator on :func:`memory_device` keeps statistics (``get_memory_info`` works).
+
+    Always true on a GPU. On a CPU only the oneDNN allocator (:func:`onednn_enabled`) keeps them; TensorFlow's plain
+    CPU allocator collects none unless told to, and then :func:`memory_info` reads 0 whatever was allocated, so
+    a page must not print or compare those zeros.
+
+    Example:
+        >>> if memory_stats_available(): print(memory_info()["peak"])
+    """
+    import tensorflow as tf
+
+    try:
+        tf.config.experimental.get_memory_info(memory_device())
+    except ValueError:  # "Allocator stats not available for device ..."
+        return False
+    return True
+
+
+def onednn_enabled() -> bool:
+    """Whether this TensorFlow runs its oneDNN CPU kernels (``_MklMatMul`` and friends) and allocator.
+
+    TensorFlow decides at start-up: on Linux x86 it turns oneDNN on by default only where the CPU has AVX512_VNNI,
+    AVX512_BF16, AVX_VNNI or AMX; ``TF_ENABLE_ONEDNN_OPTS=0`` or ``=1`` overrides it. False where TensorFlow
+    cannot say.
+    """
+    import tensorflow  # noqa: F401  (loads the library the check lives in)
+
+    try:
+        from tensorflow.python.util import _pywrap_util_port
+    except ImportError:  # pragma: no cover - a TensorFlow without the check
+        return False
+    return bool(_pywrap_util_port.IsMklEnabled())
+
+
 def reset_memory_stats() -> None:
     """Reset the peak of :func:`memory_info` to the current allocation (the device the tensors live on)."""
     import tensorflow as tf
