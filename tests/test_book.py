@@ -499,3 +499,171 @@ def test_claims_arithmetic(built_book: dict[str, float]) -> None:
     missing = [s for s in expected if s not in text]
     assert not missing, f"claims.html lost these figures: {missing}"
     assert "140x" not in text, "claims.html still gives the old 140x for exercise 1"
+
+
+# ---------------------------------------------------------------------------------------------
+# Review s3: every sentence whose verdict depends on a measured number states the verdict its glued number and
+# interval give. Each test reads the built page, parses the number(s) next to the verdict, and recomputes it.
+
+def _page_text(name: str) -> str:
+    import re
+
+    page = HTML / "book" / f"{name}.html"
+    assert page.exists(), f"the build wrote no book/{name}.html"
+    text = html.unescape(re.sub(r"<[^>]+>", " ", page.read_text(errors="replace")))
+    return re.sub(r"\s+", " ", text)
+
+
+def _ci_verdict(lo: float, hi: float, above: str, below: str, neither: str) -> str:
+    return above if lo > 1 else below if hi < 1 else neither
+
+
+NUM = r"(-?\d[\d,]*\.?\d*)"
+
+
+def _num(s: str) -> float:
+    return float(s.replace(",", ""))
+
+
+def test_s3_n1_autodiff_allocator_figures_only_where_counted(built_book: dict[str, float]) -> None:
+    """N1 / s2 #20, #22: without allocator statistics the page prints no allocator figure and draws no conclusion
+    from one; with them, the tape's ratio, the graph-mode count verdict and the recomputation verdict follow from
+    the printed numbers."""
+    import re
+
+    text = _page_text("autodiff")
+    if "keeps no statistics here" in text:
+        for phrase in ("The allocator measured", "The measured peak,", "lowered the peak in", "MiB behind",
+                       "every figure reads 0", "graph mode peak (MiB)"):
+            assert phrase not in text, f"autodiff.html uses allocator figures it says it cannot measure: {phrase!r}"
+        assert "could not be checked against the allocator here" in text
+        return
+    m = re.search(r"under a live tape it leaves " + NUM + r" MiB, " + NUM + r" times the count of the L activations \("
+                  + NUM + r" MiB\)", text)
+    assert m, "autodiff.html: no tape sentence"
+    held, ratio, count = map(_num, m.groups())
+    assert abs(ratio - held / count) <= 0.01, (held, ratio, count)
+    m = re.search(r"a count of " + NUM + r" to " + NUM + r" MiB\. The measured peak, " + NUM
+                  + r" MiB, is (inside that range|" + NUM + r" MiB (above|below) it)", text)
+    assert m, "autodiff.html: no graph-mode count verdict"
+    lo, hi, peak = map(_num, m.groups()[:3])
+    if m.group(4) == "inside that range":
+        assert lo * 0.98 - 0.01 <= peak <= hi * 1.02 + 0.01, (lo, hi, peak)
+    else:
+        side, off = m.group(6), _num(m.group(5))
+        assert (peak > hi) if side == "above" else (peak < lo), (lo, hi, peak, side)
+        assert abs(off - (peak - hi if side == "above" else lo - peak)) <= 0.011
+    rows = {label: (_num(g), _num(x)) for label, g, x in re.findall(
+        r"(value and gradients, tf\.recompute_grad per two layers|value and gradients) " + NUM + " " + NUM, text)}
+    (g_vg, x_vg), (g_rc, x_rc) = rows["value and gradients"], rows["value and gradients, tf.recompute_grad per two layers"]
+    lower = [mode for mode, rc, vg in (("graph", g_rc, g_vg), ("XLA", x_rc, x_vg)) if rc < vg]
+    word = ("lowered the peak in both modes" if len(lower) == 2 else
+            f"lowered the peak in {lower[0]} mode only" if lower else "lowered the peak in neither mode")
+    assert f"Recomputation {word}" in text, (rows, word)
+
+
+def test_s3_n18_autodiff_interval_sentence(built_book: dict[str, float]) -> None:
+    """N18: the sentence after the XLA-vs-graph interval says whether that interval contains 1."""
+    import re
+
+    text = _page_text("autodiff")
+    m = re.search(r"with a 95% confidence interval of \[" + NUM + ", " + NUM + r"\]\. By this book's rule, an interval "
+                  r"that contains 1 means no measurable difference; (it contains 1|it lies wholly above 1|"
+                  r"it lies wholly below 1)", text)
+    assert m, "autodiff.html: no interval sentence"
+    lo, hi = _num(m.group(1)), _num(m.group(2))
+    assert m.group(3) == _ci_verdict(lo, hi, "it lies wholly above 1", "it lies wholly below 1", "it contains 1")
+    assert "The HLO below contains the same products" not in text
+
+
+def test_s3_n16_attention_footprint_arithmetic(built_book: dict[str, float]) -> None:
+    """N16: b t^2 bfloat16 scores at b = 32, t = 32,768 are 68.7 GB, which fits in 80 GB; S and P together do not."""
+    text = _page_text("case_studies")
+    scores_gb = 32 * 32768**2 * 2 / 1e9
+    assert f"{scores_gb:.1f} GB for the scores alone: they fit in an 80 GB A100" in text and scores_gb < 80
+    assert f"{2 * scores_gb:.0f} GB, more than the A100 holds" in text and 2 * scores_gb > 80
+    assert "more than an 80 GB A100 holds" not in text
+
+
+def test_s3_n17_case_study_speedups_carry_their_interval(built_book: dict[str, float]) -> None:
+    """N17: the ResNet and Transformer speedups print their 95% interval, and the verdict is the interval's."""
+    import re
+
+    text = _page_text("case_studies")
+    found = re.findall(r"x the graph-mode speed under XLA \(95% CI \[" + NUM + ", " + NUM + r"\]: ([a-z ]+?) graph mode\)",
+                       text)
+    assert len(found) == 2, f"case_studies.html: expected the ResNet and Transformer intervals, found {found}"
+    for lo, hi, word in found:
+        assert word == _ci_verdict(_num(lo), _num(hi), "faster than", "slower than", "not measurably different from")
+
+
+def test_s3_n18_attention_verdict_from_three_digit_interval(built_book: dict[str, float]) -> None:
+    """N18: blocked vs naive attention: three digits, and the verdict the interval gives."""
+    import re
+
+    text = _page_text("case_studies")
+    m = re.search(NUM + r"x \[95% CI " + NUM + ", " + NUM + r"\], so it is (faster than|slower than|"
+                  r"not distinguishable from) naive attention", text)
+    assert m, "case_studies.html: no attention verdict"
+    assert re.fullmatch(r"\d+\.\d{3}", m.group(2)) and re.fullmatch(r"\d+\.\d{3}", m.group(3))
+    assert m.group(4) == _ci_verdict(_num(m.group(2)), _num(m.group(3)), "faster than", "slower than",
+                                     "not distinguishable from")
+
+
+def test_s3_n6_profiler_time_split_verdict(built_book: dict[str, float]) -> None:
+    """N6: which of products and the rest XLA changed more follows from the two savings printed beside it."""
+    import re
+
+    text = _page_text("profiler")
+    m = re.search(r"By these numbers XLA changed the (products more than the rest|rest more than the products): "
+                  + NUM + " ms less in the products against " + NUM + " ms less in the rest", text)
+    assert m, "profiler.html: no time-split verdict"
+    mm, other = _num(m.group(2)), _num(m.group(3))
+    assert m.group(1) == ("products more than the rest" if mm > other else "rest more than the products")
+
+
+def test_s3_n22_profiler_step_ratio_words(built_book: dict[str, float]) -> None:
+    """N22: 'took X× as long as' when XLA's median step is longer, 'ran X× as fast as' when shorter."""
+    import re
+
+    text = _page_text("profiler")
+    m = re.search(r"a median of " + NUM + r" ms in graph mode and " + NUM + r" ms under XLA over \d+ steps: the XLA step "
+                  r"(took|ran) " + NUM + r"× as (long|fast) as the graph step", text)
+    assert m, "profiler.html: no step-ratio sentence"
+    graph, xla, verb, x, kind = _num(m.group(1)), _num(m.group(2)), m.group(3), _num(m.group(4)), m.group(5)
+    assert (verb, kind) == (("took", "long") if xla >= graph else ("ran", "fast"))
+    assert abs(x - (xla / graph if xla >= graph else graph / xla)) <= 0.02 * x + 0.01
+
+
+def test_s3_n5_fusion_gap_story_follows_the_fractions(built_book: dict[str, float]) -> None:
+    """N5: the explanation of the gap between the byte ratio and the speedup matches graph mode's distance from its
+    own DRAM bound and XLA's from its roof."""
+    import re
+
+    text = _page_text("fusion")
+    m = re.search(r"Here graph mode ran at " + NUM + r" (times the speed its unfused bytes allow from DRAM|of its own "
+                  r"unfused DRAM bound, so the cache did not|of its own unfused DRAM bound and XLA at)", text)
+    if "XLALAB_FAKE_GPU is set" in text:
+        return
+    assert m, "fusion.html: no gap story"
+    g, branch = _num(m.group(1)), m.group(2)
+    if branch.startswith("times the speed"):
+        assert g > 1.1
+    else:
+        assert g <= 1.1
+        if "cache did not" in branch:
+            assert g >= 0.8
+
+
+def test_s3_n4_cpu_roof_is_the_faster_copy(built_book: dict[str, float]) -> None:
+    """N4: on a CPU, the memory roof the measuring chapter states is the faster of its two copies."""
+    import re
+
+    text = _page_text("measuring")
+    m = re.search(r"measured: " + NUM + r" GB/s, the faster of a copy with \d+ threads \(" + NUM + r" GB/s\) and with one \("
+                  + NUM + r" GB/s\)", text)
+    if m is None:
+        assert "the datasheet of the" in text, "measuring.html states no roof"
+        return
+    roof, threads, one = map(_num, m.groups())
+    assert abs(roof - max(threads, one)) <= 0.051, (roof, threads, one)

@@ -115,6 +115,28 @@ def test_memory_info_reads_the_device_in_use():
     del x
 
 
+def test_memory_stats_available_says_whether_the_counts_mean_anything(monkeypatch):
+    import tensorflow as tf
+
+    if hw.memory_stats_available():
+        hw.reset_memory_stats()
+        start = hw.memory_info()["current"]
+        with tf.device(hw.memory_device()):
+            x = tf.zeros([1 << 20])                 # 4 MiB
+        assert hw.memory_info()["current"] - start >= 4 << 20
+        del x
+    else:
+        assert hw.memory_info() == {"current": 0, "peak": 0}
+        assert not hw.gpus(), "a GPU allocator always keeps statistics"
+    assert hw.onednn_enabled() in (True, False)
+
+    def no_stats(device):
+        raise ValueError(f"Allocator stats not available for device '{device}'")
+
+    monkeypatch.setattr(tf.config.experimental, "get_memory_info", no_stats)
+    assert hw.memory_stats_available() is False and hw.memory_info() == {"current": 0, "peak": 0}
+
+
 def test_mixed_policy_matches_bf16_support():
     policy = hw.mixed_policy()
     assert policy in (None, "mixed_float16", "mixed_bfloat16")
@@ -143,6 +165,11 @@ def test_cpu_peaks_roof_is_the_multithreaded_copy(tmp_path, monkeypatch):
     assert p.bandwidth_gbps == 30.0 and p.measured["copy_gbps"] == 10.0
     assert "4 threads" in p.source and "multi-threaded" in p.source
     assert p.ridge == pytest.approx(0.5e12 / 30e9)
+    # Review s3 N4: where one thread beats the pool (a busy machine), the roof is the single-threaded copy.
+    monkeypatch.setattr(hw, "measure_bandwidth", lambda refresh=False: {
+        "copy_gbps": 30.0, "copy_threads_gbps": 15.0, "threads": 2, "triad_gbps": 12.0})
+    p = hw.cpu_peaks()
+    assert p.bandwidth_gbps == 30.0 and "single-threaded NumPy copy;" in p.source
 
 
 def test_summary_describes_machine():

@@ -401,8 +401,9 @@ def _hardware(profile: str) -> tuple[dict[str, Any], Any, float]:
         hwd["roof_note"] = ("datasheet peaks for the roof; copy_gbps is the device-to-device copy measured now "
                             "(xlalab.hw.measure_bandwidth on /GPU:0)")
     else:
-        hwd["roof_note"] = (f"memory roof: NumPy copy over {peaks.measured['threads']} threads, measured now "
-                            "(XLA:CPU and TensorFlow run their kernels multi-threaded); copy_gbps is the "
+        hwd["roof_note"] = (f"memory roof: the faster of a NumPy copy over {peaks.measured['threads']} threads and "
+                            "a single-threaded one, measured now (XLA:CPU and TensorFlow run their kernels "
+                            "multi-threaded; on a busy machine one thread can beat the pool); copy_gbps is the "
                             "single-threaded NumPy copy; the fp32 roof (best measured matmul) is used for every dtype")
     hwd["load_average"] = list(os.getloadavg()) if hasattr(os, "getloadavg") else None
     return hwd, peaks.peak_flops, peaks.bandwidth
