@@ -341,7 +341,7 @@ class _Builder:
         marked = sorted({i.opcode for i in shown if i.opcode in self.mark} |
                         ({inst.opcode} if inst.opcode in self.mark else set()))
         self.drawn.append({"name": inst.name, "computation": comp.name, "label": label, "bytes": k["bytes"],
-                           "cluster": cname, "ops": len(shown)})
+                           "cluster": cname, "node": nid, "ops": len(shown)})
         fill = _fill(label, k["opcode"])
         self.emit(f"subgraph {_q(cname)} {{", depth)
         self.emit(f"id={_q(cname)} label=\"\" style=\"rounded,filled\" fillcolor={_q(fill)} "
@@ -573,8 +573,8 @@ def draw(module_or_text: _hlo.Module | str, *, before: _hlo.Module | str | None 
 
     Returns:
         A :class:`Drawing` (``.data`` bytes, ``.source`` dot text, ``.kernels``: one ``{"name", "label",
-        "bytes", "cluster", "stage", ...}`` per drawn kernel, in the order of ``hlo.summary``'s
-        ``kernel_list``); Jupyter shows it inline.
+        "bytes", "cluster", "node", "stage", ...}`` per drawn kernel: the launches of ``hlo.summary``'s
+        ``kernel_list``, in drawing order); Jupyter shows it inline.
 
     Raises:
         GraphvizMissing: Graphviz (``dot`` or the ``graphviz`` package) is not installed; the message says
