@@ -48,7 +48,8 @@ def _axes(ax: Any) -> Any:
 
 def speedup_bars(speedups: Mapping[str, float], cis: Mapping[str, Sequence[float]] | None = None,
                  baseline: str = "graph", ax: Any = None, title: str | None = None) -> Any:
-    """Bars of speedup against ``baseline`` (1.0 drawn as a line), with confidence intervals as error bars."""
+    """Bars of speedup against ``baseline`` (1.0 drawn as a line), with confidence intervals as error bars;
+    each bar's value is written above its error bar."""
     ax = _axes(ax)
     names = list(speedups)
     values = np.array([speedups[n] for n in names], dtype=float)
@@ -62,9 +63,14 @@ def speedup_bars(speedups: Mapping[str, float], cis: Mapping[str, Sequence[float
     ax.bar(names, values, yerr=err, capsize=4, color=colors)
     ax.axhline(1.0, color="black", lw=0.8)
     ax.set_ylabel(f"speedup vs {baseline} (higher is faster)")
+    # Each value label sits above the top of its error bar (not on it), and the axis leaves room for it.
+    tops = values + (err[1] if err is not None else 0)
     for i, v in enumerate(values):
-        ax.annotate(f"{v:.2f}x", (i, v), ha="center", va="bottom", fontsize=8, xytext=(0, 3),
+        ax.annotate(f"{v:.2f}x", (i, tops[i]), ha="center", va="bottom", fontsize=8, xytext=(0, 4),
                     textcoords="offset points")
+    if len(values) and np.all(np.isfinite(tops)):
+        low, high = ax.get_ylim()
+        ax.set_ylim(low, max(high, float(np.max(tops)) * 1.15))
     if title:
         ax.set_title(title)
     return ax
