@@ -220,3 +220,16 @@ def test_format_bytes():
     assert hlo_draw.format_bytes(1536) == "1.5 KiB"
     assert hlo_draw.format_bytes(4 * 2**20) == "4 MiB"
     assert hlo_draw.format_bytes(None) == "? B"
+
+
+@needs_dot
+def test_edges_and_inline_html():
+    text = load("tf_cpu_step_after_optimizations.txt")
+    d = hlo.draw(text, highlight=lambda m, p, c: c.name == "select_convert_fusion")
+    assert {"from": "arg0.1", "from_opcode": "parameter", "to": "MatMul.2", "bytes": 8 * 16 * 4,
+            "highlighted": False, "stage": "optimized"} in d.edges
+    assert any(e["highlighted"] and e["to"] == "select_convert_fusion" for e in d.edges)
+    page = d.html()
+    assert page.startswith('<div class="xlalab-hlo-graph"') and "<svg" in page and "<?xml" not in page
+    assert d._repr_html_() == page
+    assert hlo.draw(text, format="png")._repr_html_() is None

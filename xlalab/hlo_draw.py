@@ -127,6 +127,7 @@ class Drawing:
     format: str
     data: bytes
     kernels: list[dict[str, Any]] = field(default_factory=list)
+    edges: list[dict[str, Any]] = field(default_factory=list)
 
     @property
     def svg(self) -> str:
@@ -137,6 +138,16 @@ class Drawing:
     def save(self, path: str) -> None:
         with open(path, "wb") as f:
             f.write(self.data)
+
+    def html(self) -> str:
+        """The SVG inline in a ``<div class="xlalab-hlo-graph">`` (scrolls sideways when wider than the page), so
+        that its text is part of the page: searchable, selectable, crisp at any zoom."""
+        svg = self.svg
+        svg = svg[svg.index("<svg"):]
+        return f'<div class="xlalab-hlo-graph" style="overflow-x:auto;max-width:100%">\n{svg}</div>'
+
+    def _repr_html_(self) -> str | None:
+        return self.html() if self.format == "svg" else None
 
     def _repr_svg_(self) -> str | None:
         return self.svg if self.format == "svg" else None
@@ -209,6 +220,7 @@ class _Builder:
         self.summary = _hlo.summary(module)
         self.kernels = {(k["computation"], k["name"]): k for k in self.summary["kernel_list"]}
         self.drawn: list[dict[str, Any]] = []
+        self.edges: list[dict[str, Any]] = []
         self._ids: dict[tuple[str, str], str] = {}
         self._cluster_of: dict[str, str] = {}
         self._n = 0
@@ -322,10 +334,15 @@ class _Builder:
             kw["ltail"] = self._cluster_of[src]
         if dst in self._cluster_of:
             kw["lhead"] = self._cluster_of[dst]
-        if self.highlight is not None and isinstance(src_inst, _hlo.Instruction) and \
-                isinstance(dst_inst, _hlo.Instruction) and src_inst.opcode != "parameter" and \
-                self.highlight(self.module, src_inst, dst_inst):
+        marked = self.highlight is not None and isinstance(src_inst, _hlo.Instruction) and \
+            isinstance(dst_inst, _hlo.Instruction) and src_inst.opcode != "parameter" and \
+            self.highlight(self.module, src_inst, dst_inst)
+        if marked:
             kw.update(color=_MARK, penwidth=2.5, fontcolor=_MARK)
+        if style is None:
+            self.edges.append({"from": getattr(src_inst, "name", ""), "from_opcode": getattr(src_inst, "opcode", ""),
+                               "to": getattr(dst_inst, "name", ""), "bytes": None if unknown else nbytes,
+                               "highlighted": bool(marked)})
         self.emit(f"{src} -> {dst}" + _attrs(**kw), depth)
 
     # -- one kernel -----------------------------------------------------------------------------
@@ -499,13 +516,14 @@ def _totals(summary: dict[str, Any], stage: str) -> str:
 
 def _source(modules: list[tuple[_hlo.Module, str]], *, max_ops: int, show_free: bool,
             highlight: EdgePredicate | None, mark: frozenset[str], title: str | None,
-            rankdir: str) -> tuple[str, list[dict[str, Any]]]:
+            rankdir: str) -> tuple[str, list[dict[str, Any]], list[dict[str, Any]]]:
     lines = ["digraph hlo {",
              f"  graph [rankdir={rankdir} compound=true newrank=true fontname=\"Helvetica\" nodesep=0.25 ranksep=0.35"
              f"{' label=' + _q(title) + ' labelloc=t fontsize=14' if title else ''}]",
              "  node [fontname=\"Helvetica\"]",
              "  edge [fontname=\"Helvetica\" color=\"#333333\"]"]
     drawn: list[dict[str, Any]] = []
+    edges: list[dict[str, Any]] = []
     for index, (module, stage) in enumerate(modules):
         prefix = f"m{index}_"
         b = _Builder(module, prefix, max_ops=max_ops, show_free=show_free, highlight=highlight, mark=mark)
@@ -521,11 +539,12 @@ def _source(modules: list[tuple[_hlo.Module, str]], *, max_ops: int, show_free: 
             lines += b.lines
             lines.append(f"  {prefix}totals" + _attrs(label=_totals(b.summary, stage), shape="plaintext", fontsize=11))
             lines.append(f"  {prefix}result -> {prefix}totals [style=invis]")
-        for d in b.drawn:
+        for d in b.drawn + b.edges:
             d["stage"] = stage
         drawn += b.drawn
+        edges += b.edges
     lines.append("}")
-    return "\n".join(lines) + "\n", drawn
+    return "\n".join(lines) + "\n", drawn, edges
 
 
 def _render(source: str, fmt: str) -> bytes:
@@ -574,7 +593,9 @@ def draw(module_or_text: _hlo.Module | str, *, before: _hlo.Module | str | None 
     Returns:
         A :class:`Drawing` (``.data`` bytes, ``.source`` dot text, ``.kernels``: one ``{"name", "label",
         "bytes", "cluster", "node", "stage", ...}`` per drawn kernel: the launches of ``hlo.summary``'s
-        ``kernel_list``, in drawing order); Jupyter shows it inline.
+        ``kernel_list``, in drawing order; ``.edges``: one ``{"from", "to", "bytes", "highlighted", "stage"}`` per
+        labelled edge into a kernel, ``from`` a kernel or parameter name); Jupyter shows it inline (as HTML
+        holding the SVG, ``.html()``).
 
     Raises:
         GraphvizMissing: Graphviz (``dot`` or the ``graphviz`` package) is not installed; the message says
@@ -593,10 +614,10 @@ def draw(module_or_text: _hlo.Module | str, *, before: _hlo.Module | str | None 
     modules = [(_entry_module(module_or_text, "module_or_text"), stage)]
     if before is not None:
         modules.insert(0, (_entry_module(before, "before"), before_stage))
-    source, drawn = _source(modules, max_ops=max_ops, show_free=show_free, highlight=highlight,
+    source, drawn, edges = _source(modules, max_ops=max_ops, show_free=show_free, highlight=highlight,
                             mark=frozenset(mark), title=title, rankdir=rankdir)
     data = source.encode() if format == "dot" else _render(source, format)
-    return Drawing(source=source, format=format, data=data, kernels=drawn)
+    return Drawing(source=source, format=format, data=data, kernels=drawn, edges=edges)
 
 
 def draw_stages(fn: Callable, *args: Any, **kwargs: Any) -> Drawing:
