@@ -358,7 +358,8 @@ class _Builder:
         marked = sorted({i.opcode for i in shown if i.opcode in self.mark} |
                         ({inst.opcode} if inst.opcode in self.mark else set()))
         self.drawn.append({"name": inst.name, "computation": comp.name, "label": label, "bytes": k["bytes"],
-                           "cluster": cname, "node": nid, "ops": len(shown)})
+                           "cluster": cname, "node": nid, "ops": len(shown),
+                           "opcodes": sorted({i.opcode for i in inner} | ({inst.opcode} if fusion is None else set()))})
         fill = _fill(label, k["opcode"])
         self.emit(f"subgraph {_q(cname)} {{", depth)
         self.emit(f"id={_q(cname)} label=\"\" style=\"rounded,filled\" fillcolor={_q(fill)} "
