@@ -99,6 +99,10 @@ def kernel_label(module: _hlo.Module, inst: _hlo.Instruction) -> str:
         kind = fusion.fusion_kind or "fusion"
         if fusion.backend_kind:
             return f"{kind} · {_backend_kind_label(fusion.backend_kind)}"
+        # XLA:CPU names its library fusions in backend_config.fusion_config.kind ("__ynn_fusion": YNNPACK).
+        cpu_kind = fusion.backend_config.get("fusion_config", {})
+        if isinstance(cpu_kind, dict) and cpu_kind.get("kind"):
+            return f"{kind} · {_backend_kind_label(str(cpu_kind['kind']))}"
         return kind
     target = _hlo._wrapped(module, inst) or inst
     if target.opcode in ("custom-call", "custom-call-start") and target.custom_call_target:
@@ -149,8 +153,8 @@ class Drawing:
     def _repr_html_(self) -> str | None:
         return self.html() if self.format == "svg" else None
 
-    def _repr_svg_(self) -> str | None:
-        return self.svg if self.format == "svg" else None
+    def __repr__(self) -> str:
+        return f"<Drawing {self.format}, {len(self.data):,} bytes, {len(self.kernels)} kernels>"
 
     def _repr_png_(self) -> bytes | None:
         return self.data if self.format == "png" else None
