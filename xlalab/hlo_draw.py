@@ -148,7 +148,7 @@ class Drawing:
         that its text is part of the page: searchable, selectable, crisp at any zoom."""
         svg = self.svg
         svg = svg[svg.index("<svg"):]
-        return f'<div class="xlalab-hlo-graph" style="overflow-x:auto;max-width:100%">\n{svg}</div>'
+        return f'<div class="xlalab-hlo-graph" style="overflow:auto;max-width:100%;max-height:85vh">\n{svg}</div>'
 
     def _repr_html_(self) -> str | None:
         return self.html() if self.format == "svg" else None
