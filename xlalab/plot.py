@@ -127,12 +127,15 @@ def scaling(x: Sequence[float], series: Mapping[str, Sequence[float]], xlabel: s
 
 
 def timeline(tl: Mapping[str, Any], category: Any = None, ax: Any = None, title: str | None = None,
-             label_top: int = 3) -> Any:
+             label_top: int = 0, legend: bool = True) -> Any:
     """One traced step's ops as bars on one time axis (ms from the step's start), a row per lane (thread or stream).
 
     ``tl`` is :func:`xlalab.profile.step_timeline`'s result; ``category(op_row) -> str`` colours the bars (one
-    legend entry per category; default: all one colour); the ``label_top`` longest ops are named on the plot.
+    legend entry per category, outside the axes; default: all one colour); the ``label_top`` longest ops are named
+    above their bars. Zoom with ``ax.set_xlim``.
     """
+    import re
+
     ax = _axes(ax)
     lanes = list(tl["lanes"]) or ["(no ops)"]
     cats: dict[str, str] = {}
@@ -143,19 +146,23 @@ def timeline(tl: Mapping[str, Any], category: Any = None, ax: Any = None, title:
         ax.broken_barh([(o["start_us"] / 1e3, max(o["dur_us"], 0.0) / 1e3)], (y - 0.38, 0.76), facecolors=color,
                        edgecolor="white", linewidth=0.3)
     for o in sorted(tl["ops"], key=lambda o: -o["dur_us"])[:label_top]:
-        ax.annotate(o["op"][:28], ((o["start_us"] + o["dur_us"] / 2) / 1e3, lanes.index(o["lane"]) + 0.42),
+        ax.annotate(o["op"][:28], ((o["start_us"] + o["dur_us"] / 2) / 1e3, lanes.index(o["lane"]) - 0.42),
                     ha="center", va="bottom", fontsize=7)
     ax.axvline(0, color="black", lw=0.6)
     ax.axvline(tl["step_us"] / 1e3, color="black", lw=0.6, ls="--")
     ax.set_yticks(range(len(lanes)))
-    ax.set_yticklabels([lane if len(lane) <= 38 else "…" + lane[-37:] for lane in lanes], fontsize=7)
-    ax.set_ylim(-0.7, len(lanes) - 0.2 + 0.5)
-    ax.invert_yaxis()
+    # Thread names end in long numeric ids ("tf_numa_-1_Eigen/-6313246323084292490"): drop them.
+    names = [re.sub(r"/-?\d{6,}$", "", lane) for lane in lanes]
+    names = [f"{n} ({names[:i].count(n) + 1})" if names.count(n) > 1 else n for i, n in enumerate(names)]
+    ax.set_yticklabels([n if len(n) <= 34 else "…" + n[-33:] for n in names], fontsize=7)
+    ax.set_ylim(len(lanes) - 0.4, -0.6 - (0.4 if label_top else 0))
     ax.set_xlabel("ms from the start of the step (dashed: its end)")
-    if cats:
+    ax.grid(axis="y", visible=False)
+    if cats and legend:
         from matplotlib.patches import Patch
 
-        ax.legend(handles=[Patch(color=c, label=k) for k, c in cats.items()], fontsize=8, loc="upper right")
+        ax.legend(handles=[Patch(color=c, label=k) for k, c in cats.items()], fontsize=8, loc="upper left",
+                  bbox_to_anchor=(1.01, 1.0))
     if title:
         ax.set_title(title)
     return ax
