@@ -152,3 +152,34 @@ def test_quiet_converter_log_passes_every_other_line_on(capfd):
         os.write(2, b"before the error\n")
         raise RuntimeError("the block's error goes through")
     assert capfd.readouterr().err == "before the error\n"
+
+
+def test_step_timeline_and_its_plot():
+    """One step's HLO ops on one axis: only the chosen step's, device events over host ones, busy time merged."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from xlalab import plot
+    from xlalab.profile import Profile, TraceEvent, step_timeline
+
+    prof = Profile(logdir="/x", run_dir="/x", xspace=[], steps=2)
+    ev = [TraceEvent("/host:CPU", "python", "train 0", 0.0, 100.0),
+          TraceEvent("/host:CPU", "python", "train 1", 200.0, 100.0),
+          TraceEvent("/host:CPU", "tf_XLA", "fusion", 10.0, 30.0, {"hlo_op": "fusion", "hlo_module": "m"}),
+          TraceEvent("/host:CPU", "tf_XLA", "dot", 210.0, 40.0, {"hlo_op": "dot.1", "hlo_module": "m"}),
+          TraceEvent("/host:CPU", "tf_XLA_2", "add", 230.0, 40.0, {"hlo_op": "add", "hlo_module": "m"}),
+          TraceEvent("/host:CPU", "python", "other", 220.0, 5.0)]
+    t = step_timeline(prof, events=ev)
+    assert t["step"] == 1 and t["step_us"] == 100.0
+    assert [(o["op"], o["start_us"]) for o in t["ops"]] == [("dot.1", 10.0), ("add", 30.0)]
+    assert t["lanes"] == ["/host:CPU / tf_XLA", "/host:CPU / tf_XLA_2"]
+    assert t["busy_us"] == 60.0          # [10, 50] and [30, 70] overlap: 60 us with something running
+    assert [o["op"] for o in step_timeline(prof, step=0, events=ev)["ops"]] == ["fusion"]
+    gpu = ev + [TraceEvent("/device:GPU:0", "Stream #1", "k", 212.0, 8.0, {"hlo_op": "dot.1", "hlo_module": "m"})]
+    assert [o["lane"] for o in step_timeline(prof, events=gpu)["ops"]] == ["/device:GPU:0 / Stream #1"]
+    with pytest.raises(ValueError, match="step=5"):
+        step_timeline(prof, step=5, events=ev)
+    with pytest.raises(ValueError, match="no step markers"):
+        step_timeline(prof, events=ev[2:])
+    ax = plot.timeline(t, category=lambda o: "matrix" if o["op"].startswith("dot") else "other")
+    assert len(ax.collections) == 2 and [p.get_label() for p in ax.get_legend().get_patches()] == ["matrix", "other"]

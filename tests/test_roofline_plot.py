@@ -37,3 +37,21 @@ def test_plots_draw():
     assert len(ax.patches) == 2
     ax = plot.scaling([1, 2, 4], {"t": [1, 4, 16]}, "n", "ms", slopes=[2])
     assert ax.get_xscale() == "log"
+
+
+def test_speedup_labels_sit_above_their_error_bars():
+    """A value label starts above the top of its bar's confidence interval, inside the axes (issue 19)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    ax = plot.speedup_bars({"graph": 1.0, "xla": 2.0}, {"graph": (0.9, 1.1), "xla": (1.5, 2.6)})
+    fig = ax.figure
+    fig.canvas.draw()
+    renderer = fig.canvas.get_renderer()
+    labels = [t for t in ax.texts if t.get_text().endswith("x")]
+    assert [t.get_text() for t in labels] == ["1.00x", "2.00x"]
+    to_pixels = ax.transData.transform
+    for text, top in zip(labels, (1.1, 2.6)):
+        box = text.get_window_extent(renderer)
+        assert box.y0 > to_pixels((0, top))[1], f"{text.get_text()} overlaps its error bar"
+        assert box.y1 <= ax.get_window_extent(renderer).y1 + 1, f"{text.get_text()} leaves the axes"

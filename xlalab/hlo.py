@@ -760,13 +760,11 @@ def _partial_reads(module: Module, fusion: Instruction) -> dict[int, int | None]
     return out
 
 
-def kernel_bytes(module: Module, comp: Computation, inst: Instruction) -> int | None:
-    """Bytes one launch must move: each distinct operand read once plus the result written once.
+def kernel_traffic(module: Module, comp: Computation, inst: Instruction) -> tuple[list[tuple[str, int | None]], int | None]:
+    """What one launch reads and writes: ``([(operand name, bytes read), ...], bytes written)``.
 
-    A library call's scratch workspace is not counted; a ``slice``, ``dynamic-slice`` or ``gather`` (and
-    a fusion's parameter read only through them) is charged the bytes it reads, not its whole operand;
-    an async start is charged its operands and the result its ``*-done`` returns. ``None`` when a shape
-    has an unbounded dynamic dimension.
+    Each distinct operand appears once, in operand order; the rules are those of :func:`kernel_bytes`
+    (which sums them). ``None`` for bytes a shape with an unbounded dynamic dimension makes unknown.
     """
     shapes = {i.name: i.shape for i in comp}
     operands = list(dict.fromkeys(inst.operands))
@@ -783,20 +781,32 @@ def kernel_bytes(module: Module, comp: Computation, inst: Instruction) -> int | 
     if inst.opcode == "send":
         written = 0
     # What it reads.
-    reads: list[int | None] = []
+    reads: list[tuple[str, int | None]] = []
+    if inst.opcode == "recv":
+        return reads, written
     if opcode in PARTIAL_READ:
-        reads.append(out_shape.bytes)
-        reads += [shapes[o].bytes for o in operands[1:] if o in shapes]
+        reads.append((operands[0] if operands else "", out_shape.bytes))
+        reads += [(o, shapes[o].bytes) for o in operands[1:] if o in shapes]
     else:
         fusion = _fusion_of(module, inst)
         partial = _partial_reads(module, fusion) if fusion is not None else {}
         for k, o in enumerate(inst.operands):
             if o not in shapes or o in inst.operands[:k]:
                 continue
-            reads.append(partial[k] if k in partial else shapes[o].bytes)
-    if inst.opcode == "recv":
-        reads = []
-    return _sum_bytes(reads + [written])
+            reads.append((o, partial[k] if k in partial else shapes[o].bytes))
+    return reads, written
+
+
+def kernel_bytes(module: Module, comp: Computation, inst: Instruction) -> int | None:
+    """Bytes one launch must move: each distinct operand read once plus the result written once.
+
+    A library call's scratch workspace is not counted; a ``slice``, ``dynamic-slice`` or ``gather`` (and
+    a fusion's parameter read only through them) is charged the bytes it reads, not its whole operand;
+    an async start is charged its operands and the result its ``*-done`` returns. ``None`` when a shape
+    has an unbounded dynamic dimension.
+    """
+    reads, written = kernel_traffic(module, comp, inst)
+    return _sum_bytes([b for _, b in reads] + [written])
 
 
 def _async_result(comp: Computation, start: Instruction) -> Shape:
@@ -951,6 +961,24 @@ def summary(module_or_text: Module | str) -> dict[str, Any]:
         "loops": loops,
         "conditionals": conds,
     }
+
+
+# ---------------------------------------------------------------------------------------------
+# Pictures (the code is in xlalab.hlo_draw, which imports this module).
+
+class GraphvizMissing(RuntimeError):
+    """Graphviz (the ``dot`` program or the ``graphviz`` Python package) is not installed."""
+
+
+def draw(module_or_text: "Module | str", **kwargs: Any) -> Any:
+    """Draw a module as a graph of its kernels and the bytes between them: see :func:`xlalab.hlo_draw.draw`
+    (``before=`` the unoptimized module for a before/after picture; SVG by default, ``format="png"``).
+
+    Raises :class:`GraphvizMissing` (a ``RuntimeError``) naming the install command where Graphviz is absent.
+    """
+    from xlalab import hlo_draw
+
+    return hlo_draw.draw(module_or_text, **kwargs)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -48,7 +48,8 @@ def _axes(ax: Any) -> Any:
 
 def speedup_bars(speedups: Mapping[str, float], cis: Mapping[str, Sequence[float]] | None = None,
                  baseline: str = "graph", ax: Any = None, title: str | None = None) -> Any:
-    """Bars of speedup against ``baseline`` (1.0 drawn as a line), with confidence intervals as error bars."""
+    """Bars of speedup against ``baseline`` (1.0 drawn as a line), with confidence intervals as error bars;
+    each bar's value is written above its error bar."""
     ax = _axes(ax)
     names = list(speedups)
     values = np.array([speedups[n] for n in names], dtype=float)
@@ -62,9 +63,14 @@ def speedup_bars(speedups: Mapping[str, float], cis: Mapping[str, Sequence[float
     ax.bar(names, values, yerr=err, capsize=4, color=colors)
     ax.axhline(1.0, color="black", lw=0.8)
     ax.set_ylabel(f"speedup vs {baseline} (higher is faster)")
+    # Each value label sits above the top of its error bar (not on it), and the axis leaves room for it.
+    tops = values + (err[1] if err is not None else 0)
     for i, v in enumerate(values):
-        ax.annotate(f"{v:.2f}x", (i, v), ha="center", va="bottom", fontsize=8, xytext=(0, 3),
+        ax.annotate(f"{v:.2f}x", (i, tops[i]), ha="center", va="bottom", fontsize=8, xytext=(0, 4),
                     textcoords="offset points")
+    if len(values) and np.all(np.isfinite(tops)):
+        low, high = ax.get_ylim()
+        ax.set_ylim(low, max(high, float(np.max(tops)) * 1.15))
     if title:
         ax.set_title(title)
     return ax
@@ -115,6 +121,48 @@ def scaling(x: Sequence[float], series: Mapping[str, Sequence[float]], xlabel: s
     ax.set_xlabel(xlabel)
     ax.set_ylabel(ylabel)
     ax.legend(fontsize=8)
+    if title:
+        ax.set_title(title)
+    return ax
+
+
+def timeline(tl: Mapping[str, Any], category: Any = None, ax: Any = None, title: str | None = None,
+             label_top: int = 0, legend: bool = True) -> Any:
+    """One traced step's ops as bars on one time axis (ms from the step's start), a row per lane (thread or stream).
+
+    ``tl`` is :func:`xlalab.profile.step_timeline`'s result; ``category(op_row) -> str`` colours the bars (one
+    legend entry per category, outside the axes; default: all one colour); the ``label_top`` longest ops are named
+    above their bars. Zoom with ``ax.set_xlim``.
+    """
+    import re
+
+    ax = _axes(ax)
+    lanes = list(tl["lanes"]) or ["(no ops)"]
+    cats: dict[str, str] = {}
+    for o in tl["ops"]:
+        c = category(o) if category is not None else "HLO op"
+        color = cats.setdefault(c, COLORS[len(cats) % len(COLORS)])
+        y = lanes.index(o["lane"])
+        ax.broken_barh([(o["start_us"] / 1e3, max(o["dur_us"], 0.0) / 1e3)], (y - 0.38, 0.76), facecolors=color,
+                       edgecolor="white", linewidth=0.3)
+    for o in sorted(tl["ops"], key=lambda o: -o["dur_us"])[:label_top]:
+        ax.annotate(o["op"][:28], ((o["start_us"] + o["dur_us"] / 2) / 1e3, lanes.index(o["lane"]) - 0.42),
+                    ha="center", va="bottom", fontsize=7)
+    ax.axvline(0, color="black", lw=0.6)
+    ax.axvline(tl["step_us"] / 1e3, color="black", lw=0.6, ls="--")
+    ax.set_yticks(range(len(lanes)))
+    # Thread names end in long numeric ids ("tf_numa_-1_Eigen/-6313246323084292490"): drop them.
+    names = [re.sub(r"/-?\d{6,}$", "", lane) for lane in lanes]
+    names = [f"{n} ({names[:i].count(n) + 1})" if names.count(n) > 1 else n for i, n in enumerate(names)]
+    ax.set_yticklabels([n if len(n) <= 34 else "…" + n[-33:] for n in names], fontsize=7)
+    ax.set_ylim(len(lanes) - 0.4, -0.6 - (0.4 if label_top else 0))
+    ax.set_xlabel("ms from the start of the step (dashed: its end)")
+    ax.grid(axis="y", visible=False)
+    if cats and legend:
+        from matplotlib.patches import Patch
+
+        ax.legend(handles=[Patch(color=c, label=k) for k, c in cats.items()], fontsize=8, loc="upper left",
+                  bbox_to_anchor=(1.01, 1.0))
     if title:
         ax.set_title(title)
     return ax

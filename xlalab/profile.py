@@ -332,3 +332,48 @@ def hlo_module_text(prof: Profile, module: str | None = None) -> str:
     if not matches:
         raise ValueError(f"no module {module!r} in the capture; it has {names}")
     return tool_data(prof, "graph_viewer", {"graph_viewer_options": {"module_name": matches[0], "type": "long_txt"}})
+
+
+def step_timeline(prof: Profile, step: int = -1, events: list[TraceEvent] | None = None) -> dict[str, Any]:
+    """The HLO ops of one traced step on one time axis, from the ``trace_viewer`` events.
+
+    ``step`` indexes the step markers (``"train 0"``, ``"train 1"``, ...; ``-1``: the last, warmest one). The ops
+    are the events that carry an ``hlo_op`` argument and start inside that step's marker: on a device where it has
+    such events (a GPU's kernels), else on the host threads (XLA:CPU's thunks), as :func:`hlo_ops` chooses them.
+
+    Returns ``{"step": index, "step_us": the marker's duration, "ops": [{"op", "module", "lane", "start_us",
+    "dur_us"}, ...] (``start_us`` from the step's start, sorted by start), "lanes": [lane names in order of first
+    use], "busy_us": the time at least one op ran}``. ``lane`` is ``"process / thread"``.
+
+    Example:
+        >>> t = step_timeline(profile.capture(step, steps=3)); plot.timeline(t)
+    """
+    events = trace_events(prof) if events is None else events
+    pattern = re.compile(rf"^{re.escape(prof.label)} \d+$")
+    markers = sorted((e for e in events if pattern.match(e.name)), key=lambda e: e.ts_us)
+    if not markers:
+        raise ValueError(f"no step markers named {prof.label!r} <n> in the trace: capture with profile.capture, or "
+                         "wrap each step in tf.profiler.experimental.Trace(label, step_num=i, _r=1)")
+    try:
+        marker = markers[step]
+    except IndexError:
+        raise ValueError(f"step={step}, but the trace has {len(markers)} steps") from None
+    t0, t1 = marker.ts_us, marker.ts_us + marker.dur_us
+    tagged = [e for e in events if "hlo_op" in e.args and t0 <= e.ts_us < t1]
+    on_device = [e for e in tagged if not e.process.startswith("/host")]
+    chosen = sorted(on_device or tagged, key=lambda e: (e.ts_us, e.process, e.thread, str(e.args["hlo_op"])))
+    lanes: list[str] = []
+    ops = []
+    for e in chosen:
+        lane = f"{e.process} / {e.thread}"
+        if lane not in lanes:
+            lanes.append(lane)
+        ops.append({"op": str(e.args["hlo_op"]), "module": str(e.args.get("hlo_module", "")), "lane": lane,
+                    "start_us": e.ts_us - t0, "dur_us": min(e.dur_us, t1 - e.ts_us)})
+    busy, end = 0.0, 0.0
+    for o in sorted(ops, key=lambda o: o["start_us"]):
+        s, f = max(o["start_us"], end), o["start_us"] + o["dur_us"]
+        if f > s:
+            busy += f - s
+        end = max(end, f)
+    return {"step": markers.index(marker), "step_us": marker.dur_us, "ops": ops, "lanes": lanes, "busy_us": busy}

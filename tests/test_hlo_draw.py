@@ -1,0 +1,235 @@
+"""xlalab.hlo.draw on the recorded corpus (tests/data/hlo): one cluster per kernel of hlo.summary with the
+right kind, the summary's bytes on every kernel, bytes on the edges that add up to them, loops and async
+pairs, the same bytes twice, every module drawn in under a second; and a clear error without Graphviz."""
+
+import re
+import shutil
+import time
+from html import unescape
+from pathlib import Path
+
+import pytest
+
+from xlalab import hlo, hlo_draw
+
+CORPUS = Path(__file__).parent / "data" / "hlo"
+MODULE_FILES = sorted(p for p in CORPUS.glob("*.txt") if "buffer_assignment" not in p.name)
+HAVE_DOT = shutil.which("dot") is not None
+needs_dot = pytest.mark.skipif(not HAVE_DOT, reason="Graphviz's dot is not installed (apt-get install graphviz)")
+
+# Modules and the kinds of their kernels, read from the texts by hand (name -> label).
+KINDS = {
+    "gpu_loop_fusion.txt": None,                        # checked against fusion_kind below
+    "gpu_triton_gemm_fusion.txt": {"_": "kCustom · Triton GEMM"},
+    "gpu_cublas_gemm.txt": None,
+    "gpu_fusion_start.txt": {"start1": "kLoop", "start2": "kLoop"},   # async fusion-start/-done pairs
+    "gpu_async_custom_call_cublas.txt": None,
+    "gpu_while_loop_fusions.txt": {"wrapped_copy.4": "kLoop", "wrapped_add.1": "kLoop", "wrapped_compare.2": "kLoop"},
+    "tf_cpu_step_after_optimizations.txt": None,
+}
+
+
+def load(name: str) -> str:
+    return (CORPUS / name).read_text()
+
+
+def svg_clusters(svg: str) -> list[str]:
+    return re.findall(r'<g id="(cluster_[^"]+)" class="cluster">', svg)
+
+
+def tooltips(svg: str) -> list[str]:
+    return [unescape(t) for t in re.findall(r'xlink:title="([^"]*)"', svg)]
+
+
+def edge_bytes(source: str) -> dict[tuple[str, str], int]:
+    """(source node, destination node) -> bytes of every labelled edge of the dot text."""
+    out = {}
+    for src, dst, n in re.findall(r'^\s*(\S+) -> (\S+) \[label="[^"]*" fontsize="9" tooltip="(\d+) bytes read', source,
+                                  re.M):
+        out[(src, dst)] = int(n)
+    return out
+
+
+@needs_dot
+@pytest.mark.parametrize("name", sorted(KINDS))
+def test_one_cluster_per_kernel_with_its_kind_and_bytes(name):
+    text = load(name)
+    module = hlo.parse(text)
+    s = hlo.summary(module)
+    d = hlo.draw(text)
+    kernel_clusters = [c for c in svg_clusters(d.svg) if re.fullmatch(r"cluster_m0_k\d+", c)]
+    assert len(kernel_clusters) == s["kernels"] > 0
+    assert sorted((k["computation"], k["name"], k["bytes"]) for k in d.kernels) == \
+        sorted((k["computation"], k["name"], k["bytes"]) for k in s["kernel_list"])
+    tips = tooltips(d.svg)
+    for k in s["kernel_list"]:
+        label = hlo_draw.kernel_label(module, module.computations[k["computation"]].instructions[
+            [i.name for i in module.computations[k["computation"]]].index(k["name"])])
+        if KINDS[name] is not None:
+            assert label == KINDS[name][k["name"]]
+        elif k["kind"] is not None:
+            assert label.split(" · ")[0] == k["kind"]
+        # The kernel's header: its kind, and the summary's bytes (exact in the tooltip, rounded on the box).
+        assert f"kernel {k['name']}: {label}; {k['bytes']} bytes moved" in tips
+        assert f"moves {hlo_draw.format_bytes(k['bytes'])}" in unescape(d.svg)
+
+
+@needs_dot
+def test_library_calls_are_named():
+    m = hlo.parse(load("gpu_cublas_gemm.txt"))
+    labels = {k["label"] for k in hlo.draw(m).kernels}
+    assert "cuBLAS" in labels
+    labels = {k["label"] for k in hlo.draw(load("gpu_cudnn_conv_custom_call.txt")).kernels}
+    assert "cuDNN" in labels
+    labels = {k["label"] for k in hlo.draw(load("gpu_async_custom_call_cublas.txt")).kernels}
+    assert "cuBLAS" in labels
+
+
+@pytest.mark.parametrize("name", ["gpu_loop_fusion.txt", "gpu_fusion_start.txt", "tf_cpu_conv_after_optimizations.txt",
+                                  "gpu_cublas_gemm.txt"])
+def test_edge_bytes_and_written_bytes_add_up_to_the_summary(name):
+    """In modules without constants read by kernels, a kernel's incoming edges plus what it writes are the
+    bytes the summary charges it (the edges carry the summary's own per-operand reads)."""
+    text = load(name)
+    module = hlo.parse(text)
+    d = hlo.draw(module, format="dot")            # no Graphviz needed for the dot text
+    edges = edge_bytes(d.source)
+    assert edges
+    for k in d.kernels:
+        comp = module.computations[k["computation"]]
+        inst = next(i for i in comp if i.name == k["name"])
+        _, written = hlo.kernel_traffic(module, comp, inst)
+        into = sum(n for (src, dst), n in edges.items() if dst == k["node"])
+        assert into + written == k["bytes"], (k["name"], into, written, k["bytes"])
+
+
+def test_while_body_is_a_subcluster_with_its_trip_count():
+    d = hlo.draw(load("tf_cpu_step_after_optimizations.txt"), format="dot")
+    assert re.search(r'label="while: while, 5 trips"', d.source), "the loop's known_trip_count (5) is shown"
+    assert 'label="body: ' in d.source and 'label="condition: ' in d.source
+    d = hlo.draw(load("gpu_while_loop_fusions.txt"), format="dot")
+    assert "trip count unknown" in d.source
+
+
+def test_conditional_branches_are_subclusters():
+    d = hlo.draw(load("gpu_conditional_branches.txt"), format="dot")
+    assert 'label="branch 0: ' in d.source and 'label="branch 1: ' in d.source
+
+
+def test_async_done_is_hidden_and_edges_pass_through_it():
+    d = hlo.draw(load("gpu_fusion_start.txt"), format="dot")
+    assert "fusion-done" not in d.source
+    # Both starts reach the result (through their -done and the tuple).
+    starts = [k["node"] for k in d.kernels]
+    for node in starts:
+        assert re.search(rf"^\s*{node} -> m0_result", d.source, re.M)
+    shown = hlo.draw(load("gpu_fusion_start.txt"), format="dot", show_free=True)
+    assert 'label="fusion-done"' in shown.source and 'label="tuple"' in shown.source
+
+
+def test_free_ops_are_hidden_by_default():
+    text = load("tf_cpu_step_after_optimizations.txt")
+    hidden = hlo.draw(text, format="dot").source
+    shown = hlo.draw(text, format="dot", show_free=True).source
+    assert 'label="get-tuple-element"' not in hidden and 'label="get-tuple-element"' in shown
+    assert 'label="constant"' not in hidden and 'label="constant"' in shown
+
+
+def test_big_fusions_collapse_to_a_count():
+    text = load("tf_cpu_step_after_optimizations.txt")
+    wide = hlo.draw(text, format="dot", max_ops=100).source
+    narrow = hlo.draw(text, format="dot", max_ops=1).source
+    assert re.search(r'label="\d+ ops\\n', narrow) and not re.search(r'label="\d+ ops\\n', wide)
+
+
+def test_before_after_share_one_picture_with_summary_totals():
+    after = load("tf_cpu_step_after_optimizations.txt")
+    before = load("tf_cpu_step_before_optimizations.txt")
+    d = hlo.draw(after, before=before, format="dot")
+    sb, sa = hlo.summary(before), hlo.summary(after)
+    for prefix, s, stage in (("m0_", sb, "before optimization"), ("m1_", sa, "optimized")):
+        assert f"{stage}: {s['kernels']} kernels, {hlo_draw.format_bytes(s['bytes_moved'])} moved" in d.source
+        assert sum(1 for k in d.kernels if k["stage"] == stage) == s["kernels"]
+    assert d.source.count("subgraph \"cluster_m0_module\"") == 1 and d.source.count("subgraph \"cluster_m1_module\"") == 1
+
+
+def test_marks_and_highlights():
+    text = load("tf_cpu_step_after_optimizations.txt")
+    d = hlo.draw(text, format="dot", mark=("convert",))
+    assert 'label="convert" shape="ellipse" fontsize="9" height="0.3" style="filled" fillcolor="#ffd6d6"' in d.source
+    d = hlo.draw(text, format="dot", highlight=lambda m, p, c: c.name == "select_convert_fusion")
+    assert 'penwidth="2.5"' in d.source
+    assert 'penwidth="2.5"' not in hlo.draw(text, format="dot").source
+
+
+def test_forward_to_backward_reads_tape_names():
+    text = """HloModule t
+ENTRY e {
+  p = f32[4] parameter(0)
+  f = f32[4] exponential(p), metadata={op_type="Exp" op_name="dense/Exp"}
+  g = f32[4] multiply(f, p), metadata={op_type="Mul" op_name="gradient_tape/dense/Exp/mul"}
+  ROOT t = (f32[4], f32[4]) tuple(f, g)
+}
+"""
+    m = hlo.parse(text)
+    assert hlo_draw.forward_to_backward(m, m.find("f"), m.find("g"))
+    assert not hlo_draw.forward_to_backward(m, m.find("g"), m.find("f"))
+    d = hlo.draw(m, format="dot", highlight=hlo_draw.forward_to_backward)
+    assert d.source.count('penwidth="2.5"') == 1
+
+
+@needs_dot
+def test_same_text_same_bytes():
+    text = load("tf_cpu_step_after_optimizations.txt")
+    before = load("tf_cpu_step_before_optimizations.txt")
+    assert hlo.draw(text).data == hlo.draw(text).data
+    assert hlo.draw(text, before=before, format="png").data == hlo.draw(text, before=before, format="png").data
+
+
+@needs_dot
+@pytest.mark.parametrize("path", MODULE_FILES, ids=lambda p: p.name)
+def test_every_corpus_module_draws_quickly(path):
+    text = path.read_text()
+    start = time.perf_counter()
+    d = hlo.draw(text)
+    seconds = time.perf_counter() - start
+    assert d.svg.lstrip().startswith("<?xml") and "</svg>" in d.svg
+    if hlo.summary(text)["instructions"] < 500:
+        assert seconds < 1.0, f"{path.name} took {seconds:.2f} s to draw"
+
+
+def test_not_a_module_is_a_clear_error():
+    with pytest.raises(ValueError, match="no ENTRY computation"):
+        hlo.draw(load("tf_cpu_step_buffer_assignment.txt"))
+    with pytest.raises(TypeError, match="HLO text or an xlalab.hlo.Module"):
+        hlo.draw(42)
+    with pytest.raises(ValueError, match="format="):
+        hlo.draw(load("gpu_loop_fusion.txt"), format="jpeg")
+
+
+def test_missing_graphviz_names_the_install_command(monkeypatch):
+    monkeypatch.setattr(hlo_draw.shutil, "which", lambda name: None)
+    with pytest.raises(hlo.GraphvizMissing, match="apt-get install -y graphviz"):
+        hlo.draw(load("gpu_loop_fusion.txt"))
+    # The dot text needs no Graphviz.
+    assert hlo.draw(load("gpu_loop_fusion.txt"), format="dot").source.startswith("digraph")
+
+
+def test_format_bytes():
+    assert hlo_draw.format_bytes(512) == "512 B"
+    assert hlo_draw.format_bytes(1536) == "1.5 KiB"
+    assert hlo_draw.format_bytes(4 * 2**20) == "4 MiB"
+    assert hlo_draw.format_bytes(None) == "? B"
+
+
+@needs_dot
+def test_edges_and_inline_html():
+    text = load("tf_cpu_step_after_optimizations.txt")
+    d = hlo.draw(text, highlight=lambda m, p, c: c.name == "select_convert_fusion")
+    assert {"from": "arg0.1", "from_opcode": "parameter", "to": "MatMul.2", "bytes": 8 * 16 * 4,
+            "highlighted": False, "stage": "optimized"} in d.edges
+    assert any(e["highlighted"] and e["to"] == "select_convert_fusion" for e in d.edges)
+    page = d.html()
+    assert page.startswith('<div class="xlalab-hlo-graph"') and "<svg" in page and "<?xml" not in page
+    assert d._repr_html_() == page
+    assert hlo.draw(text, format="png")._repr_html_() is None
