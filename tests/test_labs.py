@@ -157,3 +157,97 @@ def test_lab07_checks_accept_other_model_attribute_names(tmp_path):
     row = _grade(sub, path, tmp_path / "out", env=TINY)
     failed = [c.check for c in row.checks if not c.passed]
     assert not failed, f"checks that rely on attribute names the lab text does not give: {failed}\n" + _feedback(row)
+
+
+# ---------------------------------------------------------------------------------------------
+# Lab checks run in this process on answers other than the solution's (fast: a few compiles each).
+
+def _lab_namespace(path: Path, *cell_ids: str, **names) -> dict:
+    """Run the given cells of a solution, in order, in a fresh namespace holding the setup's modules and `names`."""
+    import re
+
+    import numpy as np
+    import tensorflow as tf
+
+    import xlalab.bench
+    import xlalab.hlo
+    import xlalab.hw
+
+    ns = {"np": np, "tf": tf, "re": re, "xlalab": xlalab, **names}
+    by_id = {c.get("id"): c for c in assign.read(path).cells}
+    for cid in cell_ids:
+        exec(compile(by_id[cid].source, f"{path.name}:{cid}", "exec"), ns)
+    return ns
+
+
+def _cell_source(path: Path, cell_id: str) -> str:
+    return next(c.source for c in assign.read(path).cells if c.get("id") == cell_id)
+
+
+LAB02 = REPO / "solutions" / "lab02_hlo_fusion.ipynb"
+
+
+def _moments_ln(x, gamma, beta):
+    import tensorflow as tf
+
+    mean, var = tf.nn.moments(x, axes=[-1], keepdims=True)
+    y = tf.nn.batch_normalization(x, mean, var, beta, gamma, 1e-5)
+    return 0.5 * y * (1.0 + tf.tanh(0.7978845608 * (y + 0.044715 * y * y * y)))
+
+
+def _second_moment_ln(x, gamma, beta):
+    import tensorflow as tf
+
+    mean = tf.reduce_mean(x, axis=-1, keepdims=True)
+    var = tf.reduce_mean(x * x, axis=-1, keepdims=True) - mean * mean
+    y = (x - mean) / tf.sqrt(var + 1e-5) * gamma + beta
+    return 0.5 * y * (1.0 + tf.tanh(0.7978845608 * (y + 0.044715 * y * y * y)))
+
+
+def test_lab02_ln_checks_hold_a_fused_layer_norm_to_the_reference_at_its_own_shapes(monkeypatch):
+    """The kernels of a correct layer norm depend on the shapes on XLA:CPU (8 at [8, 2048], 5 at [512, 512]):
+    other correct formulations pass both ln-rewrite checks, the per-row loop and a split in two halves fail."""
+    monkeypatch.setenv("XLALAB_PROFILE", "tiny")
+    monkeypatch.delenv("XLALAB_FAKE_GPU", raising=False)
+    ns = _lab_namespace(LAB02, "p1-given", "p2-given", "p4-given")
+    assert ns["vectorized_kernels"](8, 2048) != ns["vectorized_kernels"](512, 512)  # why a fixed bound failed
+    checks = [_cell_source(LAB02, "p4-check-lab"), _cell_source(LAB02, "p4-check-fresh")]
+    given = ns["ln_gelu_given"]
+
+    def part2_ln(x, gamma, beta):
+        return ns["gelu"](ns["layer_norm"](x) * gamma + beta)
+
+    def halves(x, gamma, beta):
+        h = x.shape[0] // 2
+        return ns["tf"].concat([part2_ln(x[:h], gamma, beta), part2_ln(x[h:], gamma, beta)], 0)
+
+    for answer, run in ((part2_ln, checks), (_moments_ln, checks[:1]), (_second_moment_ln, checks[:1])):
+        for check in run:
+            exec(check, {**ns, "ln_gelu_fast": answer})
+    for wrong, why in ((given, "while loop"), (halves, "kernels for ln_gelu_fast")):
+        with pytest.raises(AssertionError, match=why):
+            exec(checks[0], {**ns, "ln_gelu_fast": wrong})
+
+
+def test_lab02_chain_bytes_rule_matches_the_unoptimized_hlo_on_every_shape(monkeypatch):
+    """The counting rule Part 3 states, as the solution implements it, gives summary()'s bytes on rank-0 inputs,
+    one-element and empty arrays too, where TensorFlow's lowering skips the broadcast of the scalar constant."""
+    monkeypatch.setenv("XLALAB_PROFILE", "tiny")
+    ns = _lab_namespace(LAB02, "p1-given", "p3-given", "p3-answer")
+    tf, hlo = ns["tf"], ns["xlalab"].hlo
+
+    def hlo_bytes(names, shape, dtype=tf.float32):
+        return hlo.summary(hlo.hlo_text(ns["make_chain"](names), tf.zeros(shape, dtype), stage="hlo"))["bytes_moved"]
+
+    # The two exceptions, as the lab text states them: no broadcast kernel on a rank-0 input, nor for a relu of
+    # at most one element (its zero is a literal of the input's shape); a broadcast everywhere else.
+    assert hlo_bytes(["scale"], ()) == 3 * 4 and hlo_bytes(["relu"], ()) == 3 * 4
+    assert hlo_bytes(["relu"], (1,)) == hlo_bytes(["relu"], (1, 1)) == 3 * 4
+    assert hlo_bytes(["scale"], (1,)) == 4 + 4 + 3 * 4 and hlo_bytes(["relu"], (2,)) == 4 + 2 * 4 + 3 * 2 * 4
+    chains = [[n] for n in sorted({**ns["SCALAR_STEPS"], **ns["UNARY_STEPS"]})] + [ns["LAB_CHAIN"],
+                                                                                   ["relu", "exp", "relu", "shift"]]
+    for shape in [(), (1,), (1, 1), (0,), (0, 3), (2,), (3, 5)]:
+        for names in chains:
+            for dtype in (tf.float32, tf.bfloat16):
+                unfused, fused = ns["chain_bytes"](shape, names, dtype.size)
+                assert unfused == hlo_bytes(names, shape, dtype), (shape, names, dtype.name)

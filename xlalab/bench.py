@@ -184,6 +184,19 @@ def bootstrap_ratio_ci(baseline_s: Sequence[float], variant_s: Sequence[float], 
     return float(lo), float(hi)
 
 
+def ratio_verdict(ci: tuple[float, float]) -> str:
+    """What a speedup interval says: ``"faster"`` (the whole interval above 1), ``"slower"`` (below 1) or
+    ``"indistinguishable"`` (it holds 1), so that prose follows the measurement instead of assuming a direction.
+
+    ``ci`` is ``(lo, hi)`` of ``median(baseline) / median(variant)``, e.g. ``Comparison.cis[name]`` or
+    :func:`bootstrap_ratio_ci`. Example: ``ratio_verdict((1.2, 1.9)) == "faster"``.
+    """
+    lo, hi = (float(v) for v in ci)
+    if not lo <= hi:
+        raise ValueError(f"ci={ci!r}: expected (lo, hi) with lo <= hi")
+    return "faster" if lo > 1 else "slower" if hi < 1 else "indistinguishable"
+
+
 @dataclass
 class Comparison:
     """Interleaved timings of several variants, each against a baseline.
