@@ -249,11 +249,12 @@ def test_grading_writes_the_report_and_chromium_opens_it(tmp_path):
     page = Tables((out / "report.html").read_text())
     assert [r[:2] for r in page.tables["similar"][1:]] == [["ana", "ben"]]
     assert page.tables["failures"][1][0] == "1" and page.tables["checks"][1][2] == f"{len(STUDENTS)} / 5"
-    # --report alone, from the grader's rows, with another threshold: the same class, now nothing flagged.
+    # --report alone remakes it from the grader's rows and the own text kept in the spool (no hand-ins given).
     (out / "report.html").unlink()
     assert grade.main([lab_path, "--report", "--out", str(out), "--similarity-threshold", "1"]) == 0
     text = (out / "report.html").read_text()
-    assert "similar" not in Tables(text).tables and 'id="no-similar"' in text
+    assert "Pairs at or above 1 are listed" in text
+    assert [r[:3] for r in Tables(text).tables["similar"][1:]] == [["ana", "ben", "1.00"]]   # code: 1.00
     assert grade.main([lab_path, "--report", "--out", str(out)]) == 0
     shot = open_in_chromium(out / "report.html", tmp_path / "report.png")
     print(f"screenshot: {shot}")
