@@ -49,6 +49,7 @@ DEFAULT_THRESHOLD = 0.6
 MIN_SHARED = 80
 NOISE = 25               # copydetect's noise threshold k: the k-gram length, in filtered characters
 GUARANTEE = 25           # copydetect's guarantee threshold: a match this long is always found (window 1)
+MAX_CHARS = 200_000      # of a student's own code (and, apart, answers) compared: a hostile megabyte cell is cut
 
 
 @dataclass
@@ -146,7 +147,19 @@ def own_of(lab: Lab, student: str, nb: Any) -> Own:
         kept = "\n".join(line for line in src.splitlines() if line.strip() not in starter).strip("\n")
         if kept.strip():
             own.code.append((str(cell.get("id") or f"cell {i}"), kept))
+    own.code, own.answers = _cut(own.code), _cut(own.answers)
     return own
+
+
+def _cut(parts: list[tuple[str, str]]) -> list[tuple[str, str]]:
+    """At most :data:`MAX_CHARS` characters of text in all, in order."""
+    out, left = [], MAX_CHARS
+    for label, text in parts:
+        if left <= 0:
+            break
+        out.append((label, text[:left]))
+        left -= len(text)
+    return out
 
 
 def collect(lab: Lab, student: str, path: str | Path) -> Own:
