@@ -130,6 +130,12 @@ def ended_jobs(slurm: LocalSlurm) -> dict[str, str]:
     return {i: s for i, n, s in (line.split("|")[:3] for line in out.splitlines() if line.strip())}
 
 
+@pytest.fixture(autouse=True)
+def _job_logs_here(tmp_path, monkeypatch):
+    """sbatch writes each job's slurm-<id>.out into the folder it was called from: the test's, not the clone."""
+    monkeypatch.chdir(tmp_path)
+
+
 def test_grading_on_slurm_equals_the_local_engine(lab_root, handins, local_book, slurm, tmp_path):
     out = tmp_path / "slurm"
     start = time.monotonic()
