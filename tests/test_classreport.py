@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import SAMPLE, answered, make_answers_root, released
+from conftest import SAMPLE, make_answers_root, released
 from similarity_class import STUDENTS, class_notebooks
 from xlalab import grade
 from xlalab.grading import classreport, cli, similarity
