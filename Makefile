@@ -6,7 +6,7 @@ PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed-stamp
 JOBS   ?= 2
 
-.PHONY: book test labs check-labs suite gpu-check clean
+.PHONY: book test slurm-test labs check-labs suite gpu-check clean
 
 $(STAMP): pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -23,6 +23,11 @@ book: $(STAMP)
 # The grading tests run each notebook in a bubblewrap jail: install Debian's `bubblewrap` (.ci/run does).
 test: $(STAMP)
 	$(PY) -m pytest -n $(JOBS) --dist loadfile tests
+
+# Grading on a real Slurm cluster: tests/test_slurm.py starts a one-node Slurm of its own (Debian's slurm-wlm and
+# munge, as root; .ci/run installs them) and grades a class with --cluster slurm; skipped, with the reason, elsewhere.
+slurm-test: $(STAMP)
+	$(PY) -m pytest -rs -p no:randomly tests/test_slurm.py
 
 # Regenerate labs/ from solutions/ (never edit labs/ by hand).
 labs: $(STAMP)

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import SAMPLE, answered, make_answers_root, released
+from conftest import SAMPLE, make_answers_root, released
 from similarity_class import STUDENTS, class_notebooks
 from xlalab import grade
 from xlalab.grading import classreport, cli, similarity
@@ -249,11 +249,28 @@ def test_grading_writes_the_report_and_chromium_opens_it(tmp_path):
     page = Tables((out / "report.html").read_text())
     assert [r[:2] for r in page.tables["similar"][1:]] == [["ana", "ben"]]
     assert page.tables["failures"][1][0] == "1" and page.tables["checks"][1][2] == f"{len(STUDENTS)} / 5"
-    # --report alone, from the grader's rows, with another threshold: the same class, now nothing flagged.
+    # The page's numbers are the gradebook's: passes per check, and the quartiles of the automatic points.
+    import csv
+    import numpy as np
+
+    book = list(csv.DictReader((out / "gradebook.csv").open()))
+    for row, check in zip(page.tables["checks"][1:], load_lab(lab_path).checks):
+        passed = sum(float(r[check.check]) == check.points for r in book)
+        assert row[2] == f"{passed} / {len(book)}", (row, check.check)
+    q = np.percentile([float(r["auto"]) for r in book], [25, 50, 75])
+    assert page.tables["quartiles"][1][1:] == [f"{v:.4g}" for v in q]
+    # Merging the instructor's points remakes the report: p2-why now has one answer scored.
+    manual = tmp_path / "manual.csv"
+    manual.write_text("student,question,points,comment\nana,p2-why,2,names associativity\n", encoding="utf-8")
+    assert grade.main([lab_path, "--merge-manual", str(manual), "--out", str(out)]) == 0
+    questions = {r[0]: r for r in Tables((out / "report.html").read_text()).tables["questions"][1:]}
+    assert questions["p2-why"][4:6] == ["1", "3"], questions   # scored 1, not scored yet 3
+    # --report alone remakes it from the grader's rows and the own text kept in the spool (no hand-ins given).
     (out / "report.html").unlink()
     assert grade.main([lab_path, "--report", "--out", str(out), "--similarity-threshold", "1"]) == 0
     text = (out / "report.html").read_text()
-    assert "similar" not in Tables(text).tables and 'id="no-similar"' in text
+    assert "Pairs at or above 1 are listed" in text
+    assert [r[:3] for r in Tables(text).tables["similar"][1:]] == [["ana", "ben", "1.00"]]   # code: 1.00
     assert grade.main([lab_path, "--report", "--out", str(out)]) == 0
     shot = open_in_chromium(out / "report.html", tmp_path / "report.png")
     print(f"screenshot: {shot}")

@@ -130,6 +130,12 @@ def ended_jobs(slurm: LocalSlurm) -> dict[str, str]:
     return {i: s for i, n, s in (line.split("|")[:3] for line in out.splitlines() if line.strip())}
 
 
+@pytest.fixture(autouse=True)
+def _job_logs_here(tmp_path, monkeypatch):
+    """sbatch writes each job's slurm-<id>.out into the folder it was called from: the test's, not the clone."""
+    monkeypatch.chdir(tmp_path)
+
+
 def test_grading_on_slurm_equals_the_local_engine(lab_root, handins, local_book, slurm, tmp_path):
     out = tmp_path / "slurm"
     start = time.monotonic()
@@ -138,7 +144,8 @@ def test_grading_on_slurm_equals_the_local_engine(lab_root, handins, local_book,
                            *JOBS, *LIMITS]) == 0
     wall = time.monotonic() - start
     print(f"graded 5 hand-ins on the local Slurm in {wall:.1f} s ({60 * 5 / wall:.1f} per minute), "
-          f"2 one-core jobs; jobs seen: {sorted(queue.seen)}")
+          f"2 one-core jobs, load average {os.getloadavg()[0]:.1f}, {os.cpu_count()} CPUs; jobs seen: "
+          f"{sorted(queue.seen)}")
     jobs = queue.running()
     assert len(jobs) == 2, f"two worker jobs should have run (squeue saw {queue.seen})"
     deadline = time.monotonic() + 20
@@ -212,3 +219,33 @@ def test_the_watch_reports_what_was_not_graded_when_the_controller_goes(monkeypa
     watch.last -= engine.WATCH_S + 1
     with pytest.raises(engine.ClusterUnavailable, match=r"2 submissions were not graded \(ann, bob\)"):
         watch.look(Client(), ["bob", "ann"])
+
+
+def test_the_watch_resubmits_when_every_job_ended_then_gives_up(monkeypatch, capsys):
+    """No worker left and none of the jobs in the queue (all cancelled): fresh jobs, twice; then a clear error."""
+    monkeypatch.setattr(engine, "queue_jobs", lambda cluster: {"99"})   # someone else's job only
+
+    class Job:
+        job_id = "7"
+
+    class Cluster:
+        workers = {"w": Job()}
+        scaled: list[int] = []
+
+        def scale(self, jobs):
+            self.scaled.append(jobs)
+
+    class Client:
+        def scheduler_info(self):
+            return {"workers": {}}
+
+    cluster = Cluster()
+    watch = engine._Watch(engine.EngineSpec(cluster="slurm"), cluster, 2)
+    for _ in range(engine.RESUBMITS):
+        watch.last -= engine.WATCH_S + 1
+        watch.look(Client(), ["ann"])
+    assert cluster.scaled == [0, 2] * engine.RESUBMITS
+    assert "submitting 2 fresh jobs" in capsys.readouterr().err
+    watch.last -= engine.WATCH_S + 1
+    with pytest.raises(engine.ClusterUnavailable, match=r"every worker job ended .* 1 submissions not graded \(ann\)"):
+        watch.look(Client(), ["ann"])

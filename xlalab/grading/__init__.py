@@ -18,6 +18,8 @@ Instructor side, in pipeline order (``python -m xlalab.grade`` is :mod:`.cli`):
 - :mod:`.gradebook`   rows kept in a grader-private spool, ``gradebook.csv`` built from it, tampering detected
 - :mod:`.answers`     written answers: collected per question, ``manual.csv`` template and merge
 - :mod:`.export`      ``--export canvas|moodle|csv``: the gradebook in the form a platform imports
+- :mod:`.similarity`  similar hand-ins: winnowed fingerprints of the students' own cells (copydetect), flagged
+- :mod:`.classreport` ``<out>/report.html``: failures, score distribution, checks, questions, time, faults, pairs
 - :mod:`.engine`      where submissions run: in process, a local Dask cluster, a scheduler, Slurm/PBS/SGE/LSF
 - :mod:`.cli`         ``python -m xlalab.grade`` (``tests/bench_grading.py`` measures its throughput)
 """

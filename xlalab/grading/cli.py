@@ -22,6 +22,11 @@ the grader's back is reported and rebuilt), and ``<out>/feedback/<student>.md``.
 (graded by hand) also gets ``auto``/``manual`` columns, ``<out>/answers/<lab>/<question>.md`` and the template
 ``<out>/manual.csv`` (:mod:`xlalab.grading.answers`).
 
+Every grading run also writes ``<out>/report.html``, the class report (:mod:`xlalab.grading.classreport`: the most
+frequent failures first, scores, checks, written questions, time, faults, and pairs of similar hand-ins at
+``--similarity-threshold``, :mod:`xlalab.grading.similarity`); ``python -m xlalab.grade LAB --report --out grades/``
+remakes it from the grader's rows.
+
 ``python -m xlalab.grade LAB --merge-manual grades/manual.csv --out grades/`` folds the instructor's scores of the
 written answers in (bad lines are rejected, one line each, exit status 1); ``--export canvas|moodle|csv``
 (repeatable, ``--roster``, ``--moodle-id``) writes ``<out>/export-<kind>.csv`` (:mod:`xlalab.grading.export`).
@@ -267,12 +272,9 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"rejected: {e}", file=sys.stderr)
             print(f"merged {args.merge_manual}: {len(changed)} students changed, {len(errors)} lines rejected")
             rc = 1 if errors else 0
-            if not args.report:
-                class_report(args.lab, args.out, source=args.source,
-                             similarity_threshold=args.similarity_threshold, quiet=True)
-        if args.report and not args.submissions:
+        if args.merge_manual or (args.report and not args.submissions):   # (a grading run wrote it already)
             path = class_report(args.lab, args.out, source=args.source,
-                                similarity_threshold=args.similarity_threshold)
+                                similarity_threshold=args.similarity_threshold, quiet=True)
             print(f"class report: {path}")
         for kind in args.export:
             path = export_gradebook(args.lab, kind, args.out, source=args.source, roster=args.roster,

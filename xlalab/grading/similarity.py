@@ -38,17 +38,18 @@ from xlalab.grading.lab import Lab
 from xlalab.grading.notebook import parse_header
 from xlalab.grading.score import ANSWERED
 
-# Why 0.6: copydetect replaces every identifier, string and comment, so a copy with renamed variables and moved
-# cells scores close to 1 (0.9-1.0 in tests/test_similarity.py), while two honest solutions of the same exercise
-# share the syntax the exercise forces (a loop over the same array, the same NumPy call), which stays under about
-# 0.45 there. copydetect's own display default is 0.33, tuned for whole programs, where that shared skeleton is
-# a smaller part; lab answers are short, so the bar is higher here. It only decides what is listed for a look.
+# Why 0.6: copydetect replaces every identifier, string and comment, so a copy with renamed variables, new comments
+# and moved cells scores close to 1 (1.00 on code, 0.84 on the written answer in tests/test_classreport.py), while
+# two honest solutions of the same exercises share only the syntax the exercise forces (0 there: no 25-character
+# run of filtered tokens in common). copydetect's own display default, 0.33, is made for whole programs, where that
+# forced part is a smaller share than in a lab's short answers. The threshold only decides what is listed for a look.
 DEFAULT_THRESHOLD = 0.6
 # Tokens of shared (filtered) text below which a pair is not flagged: the sample lab's whole reference answer (two
 # one-line functions that honest students may well write alike) is 49; a copied hand-in there shares over 200.
 MIN_SHARED = 80
 NOISE = 25               # copydetect's noise threshold k: the k-gram length, in filtered characters
 GUARANTEE = 25           # copydetect's guarantee threshold: a match this long is always found (window 1)
+MAX_CHARS = 200_000      # of a student's own code (and, apart, answers) compared: a hostile megabyte cell is cut
 
 
 @dataclass
@@ -146,7 +147,19 @@ def own_of(lab: Lab, student: str, nb: Any) -> Own:
         kept = "\n".join(line for line in src.splitlines() if line.strip() not in starter).strip("\n")
         if kept.strip():
             own.code.append((str(cell.get("id") or f"cell {i}"), kept))
+    own.code, own.answers = _cut(own.code), _cut(own.answers)
     return own
+
+
+def _cut(parts: list[tuple[str, str]]) -> list[tuple[str, str]]:
+    """At most :data:`MAX_CHARS` characters of text in all, in order."""
+    out, left = [], MAX_CHARS
+    for label, text in parts:
+        if left <= 0:
+            break
+        out.append((label, text[:left]))
+        left -= len(text)
+    return out
 
 
 def collect(lab: Lab, student: str, path: str | Path) -> Own:
