@@ -499,3 +499,79 @@ def test_claims_arithmetic(built_book: dict[str, float]) -> None:
     missing = [s for s in expected if s not in text]
     assert not missing, f"claims.html lost these figures: {missing}"
     assert "140x" not in text, "claims.html still gives the old 140x for exercise 1"
+
+
+# ---------------------------------------------------------------------------------------------
+# Pictures of the compiler (issue 19): HLO graphs drawn by xlalab.hlo.draw, a per-op timeline drawn from a trace.
+
+GRAPH_PAGES = {"book/xla_hlo.html": ".xlalab-hlo-graph svg", "book/fusion.html": ".xlalab-hlo-graph svg",
+               "book/autodiff.html": ".xlalab-hlo-graph svg", "book/mixed_precision.html": ".xlalab-hlo-graph svg",
+               "book/case_studies.html": ".xlalab-hlo-graph svg", "book/profiler.html": ".xlalab-timeline svg"}
+
+LEGIBLE_JS = r"""
+((selector) => {
+  // Every text of every drawn node lies inside the node's outline (Graphviz sized the box for the font the
+  // browser uses), at a readable size; every text of a figure lies inside the figure.
+  const svgs = Array.from(document.querySelectorAll(selector));
+  const cut = [], small = [];
+  let nodes = 0, texts = 0, words = 0;
+  const inside = (b, s, tol) => b.x >= s.x - tol && b.y >= s.y - tol && b.x + b.width <= s.x + s.width + tol
+                                && b.y + b.height <= s.y + s.height + tol;
+  for (const svg of svgs) {
+    const groups = svg.querySelectorAll('g.node');
+    for (const g of groups) {
+      const shape = g.querySelector('polygon, path, ellipse');
+      const labels = Array.from(g.querySelectorAll('text'));
+      if (!shape || !labels.length) continue;          // plain text nodes (totals) have no outline
+      nodes++;
+      const s = shape.getBBox();
+      for (const t of labels) {
+        texts++;
+        if (!inside(t.getBBox(), s, 1.5)) cut.push(t.textContent);
+      }
+    }
+    const view = svg.viewBox.baseVal;
+    const box = view && view.width ? {x: view.x, y: view.y, width: view.width, height: view.height} : svg.getBBox();
+    for (const t of svg.querySelectorAll('text')) {
+      words++;
+      const size = t.getBoundingClientRect().height;
+      if (t.textContent.trim() && size < 7) small.push(t.textContent + ' (' + size.toFixed(1) + ' px)');
+      if (!groups.length) {                              // a matplotlib figure: text inside the figure
+        const b = t.getBBox();
+        const m = t.getCTM && t.getCTM();
+        const x = m ? m.a * b.x + m.c * b.y + m.e : b.x, y = m ? m.b * b.x + m.d * b.y + m.f : b.y;
+        if (!inside({x: x, y: y, width: b.width * Math.abs(m ? m.a : 1), height: b.height * Math.abs(m ? m.d : 1)},
+                    box, 2)) cut.push(t.textContent);
+      }
+    }
+  }
+  return {svgs: svgs.length, nodes: nodes, texts: texts, words: words, cut: cut.slice(0, 10), ncut: cut.length,
+          small: small.slice(0, 10), nsmall: small.length};
+})
+"""
+
+
+def test_compiler_pictures_are_shown_and_legible(browser: Chromium, server: str) -> None:
+    """Each chapter of issue 19 shows its picture as inline SVG with text, no label cut by its node's outline and
+    none too small to read; a screenshot of the fusion chapter's first graph goes to _build/screenshots/."""
+    problems = []
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    for page, selector in GRAPH_PAGES.items():
+        browser.navigate(urllib.parse.urljoin(server, page))
+        report = browser.evaluate(f"{LEGIBLE_JS}({json.dumps(selector)})")
+        print(page, report)
+        if not report["svgs"]:
+            problems.append(f"{page}: no {selector} on the page")
+            continue
+        if selector.startswith(".xlalab-hlo-graph") and report["nodes"] < 2:
+            problems.append(f"{page}: the graph has {report['nodes']} outlined nodes")
+        if not report["words"]:
+            problems.append(f"{page}: the picture has no text elements (text drawn as outlines cannot be read back)")
+        problems += [f"{page}: label cut by its outline: {t!r}" for t in report["cut"]]
+        problems += [f"{page}: text too small: {t!r}" for t in report["small"]]
+        if page == "book/fusion.html":
+            browser.evaluate("document.querySelector('.xlalab-hlo-graph').scrollIntoView()")
+            time.sleep(0.3)
+            browser.screenshot(SCREENSHOTS / "fusion_graph.png")
+    assert not problems, f"{len(problems)} problems with the compiler's pictures:\n" + "\n".join(problems[:40])
+    assert (SCREENSHOTS / "fusion_graph.png").stat().st_size > 10_000

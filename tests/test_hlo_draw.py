@@ -233,3 +233,19 @@ def test_edges_and_inline_html():
     assert page.startswith('<div class="xlalab-hlo-graph"') and "<svg" in page and "<?xml" not in page
     assert d._repr_html_() == page
     assert hlo.draw(text, format="png")._repr_html_() is None
+
+
+@pytest.mark.slow
+def test_lab02_solution_earns_full_points_without_graphviz(tmp_path):
+    """Lab 2 draws its programs' graphs (not graded): where Graphviz's dot is missing (PATH holds only the
+    virtual environment's bin, as a bare grading jail might), the draw cell prints one line and the solution still
+    earns every automatic point."""
+    import sys
+
+    from xlalab import grade
+
+    lab = Path(__file__).resolve().parent.parent / "solutions" / "lab02_hlo_fusion.ipynb"
+    assert '"id": "p2-draw"' in lab.read_text(), "Lab 2 lost its draw cell"
+    env = {"XLALAB_PROFILE": "tiny", "PATH": str(Path(sys.executable).parent)}
+    (row,) = grade.grade_submissions(lab, [lab], tmp_path, env=env, cell_timeout=900, timeout=2400, memory_gb=8)
+    assert row.auto == row.max_auto, grade.feedback_text(row)

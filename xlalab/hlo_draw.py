@@ -83,6 +83,8 @@ def _backend_kind_label(kind: str) -> str:
         return "Triton"
     if "cudnn" in kind:
         return "cuDNN fusion"
+    if "ynn" in kind:
+        return "YNNPACK"
     return kind.strip("_")
 
 
