@@ -24,7 +24,6 @@ The same text always gives the same bytes out (SVG by default, PNG with ``format
 
 from __future__ import annotations
 
-import html
 import re
 import shutil
 from collections import Counter
@@ -379,10 +378,10 @@ class _Builder:
                                     tooltip=f"kernel {inst.name}: {label}; {k['bytes'] if k['bytes'] is not None else '?'} bytes moved"),
                   depth + 1)
         if shown and len(shown) <= self.max_ops:
-            ids = {}
+            ids: dict[int, str] = {}
             for i in shown:
                 iid = f"{nid}_{len(ids)}"
-                ids[i.name] = iid
+                ids[id(i)] = iid
                 is_marked = i.opcode in self.mark
                 self.emit(f"{iid}" + _attrs(label=i.opcode, shape="ellipse", fontsize=9, height=0.3,
                                             style="filled", fillcolor="#ffd6d6" if is_marked else "#ffffff",
@@ -403,43 +402,27 @@ class _Builder:
         self.emit("}", depth)
         return nid
 
-    def _inner_edges(self, shown: list[_hlo.Instruction], ids: dict[str, str], head: str, depth: int) -> None:
+    def _inner_edges(self, shown: list[_hlo.Instruction], ids: dict[int, str], head: str, depth: int) -> None:
         """Dashed edges between the ops of a fusion (through its hidden free ops); the header points at the
-        ops that read the fusion's parameters."""
-        module = self.module
-        carried: dict[str, list[str]] = {}
-        comps = {}
-        for cname in module.computations:
-            comps[cname] = module.computations[cname]
-        name_to_inst: dict[str, _hlo.Instruction] = {}
-        for i in shown:
-            name_to_inst[i.name] = i
-        # Resolve inside every computation the shown ops come from.
-        for comp in comps.values():
-            if not any(i.name in ids and i in comp.instructions for i in shown):
+        ops that read only the fusion's parameters or constants."""
+        shown_ids = {id(i) for i in shown}
+        for comp in self.module.computations.values():
+            if not any(id(i) in shown_ids for i in comp):
                 continue
+            carried: dict[str, list[str]] = {}    # within this computation: name -> drawn ops it carries
             for i in comp:
-                if i.name in ids and i in shown:
-                    srcs: list[str] = []
-                    for o in dict.fromkeys(i.operands):
-                        for s in carried.get(o, []):
-                            if s not in srcs:
-                                srcs.append(s)
-                    if not srcs:
-                        srcs = [head]
-                    for s in srcs:
-                        self.emit(f"{s} -> {ids[i.name]}" + _attrs(style="dashed", color="#777777", arrowsize=0.6),
+                sources: list[str] = []
+                for o in dict.fromkeys(i.operands):
+                    for src in carried.get(o, []):
+                        if src not in sources:
+                            sources.append(src)
+                if id(i) in shown_ids:
+                    for src in sources or [head]:
+                        self.emit(f"{src} -> {ids[id(i)]}" + _attrs(style="dashed", color="#777777", arrowsize=0.6),
                                   depth)
-                    carried[i.name] = [ids[i.name]]
-                elif i.opcode == "parameter":
-                    carried[i.name] = []
+                    carried[i.name] = [ids[id(i)]]
                 else:
-                    merged: list[str] = []
-                    for o in i.operands:
-                        for s in carried.get(o, []):
-                            if s not in merged:
-                                merged.append(s)
-                    carried[i.name] = merged
+                    carried[i.name] = [] if i.opcode == "parameter" else sources
 
     # -- control flow ---------------------------------------------------------------------------
     def control_flow(self, comp: _hlo.Computation, inst: _hlo.Instruction,
