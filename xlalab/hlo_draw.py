@@ -247,23 +247,21 @@ class _Builder:
     def computation(self, comp: _hlo.Computation, depth: int, inputs: dict[int, list[tuple[str, Any]]] | None = None,
                     entry: bool = False, loop: bool = False) -> list[tuple[str, _hlo.Instruction | None]]:
         """Draw ``comp``'s kernels; return the drawn producers of its root (node id, instruction)."""
-        by_name = {i.name: i for i in comp}
         # producers[name]: the drawn (node id, instruction) pairs whose values the instruction carries.
         producers: dict[str, list[tuple[str, _hlo.Instruction | None]]] = {}
         for inst in comp:
             k = self.kernels.get((comp.name, inst.name))
             if inst.opcode == "parameter":
-                if True:
-                    nid = self.node_id(comp.name, inst.name)
-                    role = "parameter" if entry else "loop state" if loop else "in"
-                    label = f"{role} {inst.parameter_number}\n{_trim(_shape_text(inst.shape))}"
-                    self.emit(f"{nid}" + _attrs(label=label, shape="invhouse" if entry else "ellipse",
-                                                style="filled", fillcolor="#ffffff" if entry else "#f7f7f7",
-                                                fontsize=10 if entry else 9, tooltip=f"{inst.name}: {inst.shape}"), depth)
-                    producers[inst.name] = [(nid, inst)]
-                    if inputs is not None:
-                        for src, src_inst in inputs.get(inst.parameter_number, []):
-                            self.edge(src, nid, None, src_inst, inst, depth, style="dotted")
+                nid = self.node_id(comp.name, inst.name)
+                role = "parameter" if entry else "loop state" if loop else "in"
+                label = f"{role} {inst.parameter_number}\n{_trim(_shape_text(inst.shape))}"
+                self.emit(f"{nid}" + _attrs(label=label, shape="invhouse" if entry else "ellipse",
+                                            style="filled", fillcolor="#ffffff" if entry else "#f7f7f7",
+                                            fontsize=10 if entry else 9, tooltip=f"{inst.name}: {inst.shape}"), depth)
+                producers[inst.name] = [(nid, inst)]
+                if inputs is not None:
+                    for src, src_inst in inputs.get(inst.parameter_number, []):
+                        self.edge(src, nid, None, src_inst, inst, depth, style="dotted")
                 continue
             if k is not None:
                 nid = self.kernel(comp, inst, k, depth)
