@@ -161,10 +161,11 @@ def timeline(tl: Mapping[str, Any], category: Any = None, ax: Any = None, title:
     if cats and legend:
         from matplotlib.patches import Patch
 
-        ax.legend(handles=[Patch(color=c, label=k) for k, c in cats.items()], fontsize=8, loc="upper left",
-                  bbox_to_anchor=(1.01, 1.0))
+        # Above the axes, right-aligned (the title goes left), so that it neither hides bars nor widens the figure.
+        ax.legend(handles=[Patch(color=c, label=k) for k, c in cats.items()], fontsize=8, loc="lower right",
+                  bbox_to_anchor=(1.0, 1.0), ncol=len(cats), borderaxespad=0.2)
     if title:
-        ax.set_title(title)
+        ax.set_title(title, loc="left" if cats and legend else "center", fontsize=10)
     return ax
 
 
