@@ -667,3 +667,79 @@ def test_s3_n4_cpu_roof_is_the_faster_copy(built_book: dict[str, float]) -> None
         return
     roof, threads, one = map(_num, m.groups())
     assert abs(roof - max(threads, one)) <= 0.051, (roof, threads, one)
+
+
+# Pictures of the compiler (issue 19): HLO graphs drawn by xlalab.hlo.draw, a per-op timeline drawn from a trace.
+
+GRAPH_PAGES = {"book/xla_hlo.html": ".xlalab-hlo-graph svg", "book/fusion.html": ".xlalab-hlo-graph svg",
+               "book/autodiff.html": ".xlalab-hlo-graph svg", "book/mixed_precision.html": ".xlalab-hlo-graph svg",
+               "book/case_studies.html": ".xlalab-hlo-graph svg", "book/profiler.html": ".xlalab-timeline svg"}
+
+LEGIBLE_JS = r"""
+((selector) => {
+  // Every text of every drawn node lies inside the node's outline (Graphviz sized the box for the font the
+  // browser uses), at a readable size; every text of a figure lies inside the figure.
+  const svgs = Array.from(document.querySelectorAll(selector));
+  const cut = [], small = [];
+  let nodes = 0, texts = 0, words = 0;
+  const inside = (b, s, tol) => b.x >= s.x - tol && b.y >= s.y - tol && b.x + b.width <= s.x + s.width + tol
+                                && b.y + b.height <= s.y + s.height + tol;
+  for (const svg of svgs) {
+    const groups = svg.querySelectorAll('g.node');
+    for (const g of groups) {
+      const shape = g.querySelector('polygon, path, ellipse');
+      const labels = Array.from(g.querySelectorAll('text'));
+      if (!shape || !labels.length) continue;          // plain text nodes (totals) have no outline
+      nodes++;
+      const s = shape.getBBox();
+      for (const t of labels) {
+        texts++;
+        if (!inside(t.getBBox(), s, 1.5)) cut.push(t.textContent);
+      }
+    }
+    const frame = svg.getBoundingClientRect();          // the whole picture on the page (scrolled or not)
+    for (const t of svg.querySelectorAll('text')) {
+      words++;
+      const r = t.getBoundingClientRect();
+      if (t.textContent.trim() && r.height < 7) small.push(t.textContent + ' (' + r.height.toFixed(1) + ' px)');
+      if (t.textContent.trim() && !inside({x: r.left, y: r.top, width: r.width, height: r.height},
+                                          {x: frame.left, y: frame.top, width: frame.width, height: frame.height}, 2))
+        cut.push(t.textContent + ' (outside the picture)');
+    }
+  }
+  return {svgs: svgs.length, nodes: nodes, texts: texts, words: words, cut: cut.slice(0, 10), ncut: cut.length,
+          small: small.slice(0, 10), nsmall: small.length};
+})
+"""
+
+
+def test_compiler_pictures_are_shown_and_legible(browser: Chromium, server: str) -> None:
+    """Each chapter of issue 19 shows its picture as inline SVG with text: no label cut by its node's outline or by
+    the picture's edge, none under 7 px; a screenshot of the fusion chapter's first graph goes to
+    _build/screenshots/fusion_graph.png."""
+    problems = []
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    for page, selector in GRAPH_PAGES.items():
+        browser.navigate(urllib.parse.urljoin(server, page))
+        report = browser.evaluate(f"{LEGIBLE_JS}({json.dumps(selector)})")
+        print(page, report)
+        if not report["svgs"]:
+            problems.append(f"{page}: no {selector} on the page")
+            continue
+        if selector.startswith(".xlalab-hlo-graph") and report["nodes"] < 2:
+            problems.append(f"{page}: the graph has {report['nodes']} outlined nodes")
+        if not report["words"]:
+            problems.append(f"{page}: the picture has no text elements (text drawn as outlines cannot be read back)")
+        problems += [f"{page}: label cut by its outline: {t!r}" for t in report["cut"]]
+        problems += [f"{page}: text too small: {t!r}" for t in report["small"]]
+        if page == "book/fusion.html":
+            browser.evaluate("document.querySelector('.xlalab-hlo-graph').scrollIntoView()")
+            time.sleep(0.3)
+            browser.screenshot(SCREENSHOTS / "fusion_graph.png")
+    assert not problems, f"{len(problems)} problems with the compiler's pictures:\n" + "\n".join(problems[:40])
+    assert (SCREENSHOTS / "fusion_graph.png").stat().st_size > 10_000
+    # The check can fail: one label blown up past its box must be reported as cut.
+    browser.navigate(urllib.parse.urljoin(server, "book/fusion.html"))
+    browser.evaluate("document.querySelector('.xlalab-hlo-graph svg g.node text').setAttribute('font-size', '40')")
+    broken = browser.evaluate(f"{LEGIBLE_JS}({json.dumps('.xlalab-hlo-graph svg')})")
+    assert broken["ncut"] >= 1, f"a 40 px label went unnoticed: {broken}"

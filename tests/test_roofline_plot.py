@@ -55,3 +55,18 @@ def test_speedup_labels_sit_above_their_error_bars():
         box = text.get_window_extent(renderer)
         assert box.y0 > to_pixels((0, top))[1], f"{text.get_text()} overlaps its error bar"
         assert box.y1 <= ax.get_window_extent(renderer).y1 + 1, f"{text.get_text()} leaves the axes"
+
+
+def test_inline_svg_keeps_text():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots()
+    ax.set_title("a title to find")
+    out = plot.inline_svg(fig, "xlalab-timeline")
+    html = out._repr_html_()
+    assert html.startswith('<div class="xlalab-timeline"') and "<svg" in html and "<?xml" not in html
+    assert "a title to find" in html, "text must stay text (svg.fonttype none), not paths"
+    assert fig.number not in plt.get_fignums(), "the figure is closed"

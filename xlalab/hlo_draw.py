@@ -24,7 +24,6 @@ The same text always gives the same bytes out (SVG by default, PNG with ``format
 
 from __future__ import annotations
 
-import html
 import re
 import shutil
 from collections import Counter
@@ -83,6 +82,8 @@ def _backend_kind_label(kind: str) -> str:
         return "Triton"
     if "cudnn" in kind:
         return "cuDNN fusion"
+    if "ynn" in kind:
+        return "YNNPACK"
     return kind.strip("_")
 
 
@@ -246,23 +247,21 @@ class _Builder:
     def computation(self, comp: _hlo.Computation, depth: int, inputs: dict[int, list[tuple[str, Any]]] | None = None,
                     entry: bool = False, loop: bool = False) -> list[tuple[str, _hlo.Instruction | None]]:
         """Draw ``comp``'s kernels; return the drawn producers of its root (node id, instruction)."""
-        by_name = {i.name: i for i in comp}
         # producers[name]: the drawn (node id, instruction) pairs whose values the instruction carries.
         producers: dict[str, list[tuple[str, _hlo.Instruction | None]]] = {}
         for inst in comp:
             k = self.kernels.get((comp.name, inst.name))
             if inst.opcode == "parameter":
-                if True:
-                    nid = self.node_id(comp.name, inst.name)
-                    role = "parameter" if entry else "loop state" if loop else "in"
-                    label = f"{role} {inst.parameter_number}\n{_trim(_shape_text(inst.shape))}"
-                    self.emit(f"{nid}" + _attrs(label=label, shape="invhouse" if entry else "ellipse",
-                                                style="filled", fillcolor="#ffffff" if entry else "#f7f7f7",
-                                                fontsize=10 if entry else 9, tooltip=f"{inst.name}: {inst.shape}"), depth)
-                    producers[inst.name] = [(nid, inst)]
-                    if inputs is not None:
-                        for src, src_inst in inputs.get(inst.parameter_number, []):
-                            self.edge(src, nid, None, src_inst, inst, depth, style="dotted")
+                nid = self.node_id(comp.name, inst.name)
+                role = "parameter" if entry else "loop state" if loop else "in"
+                label = f"{role} {inst.parameter_number}\n{_trim(_shape_text(inst.shape))}"
+                self.emit(f"{nid}" + _attrs(label=label, shape="invhouse" if entry else "ellipse",
+                                            style="filled", fillcolor="#ffffff" if entry else "#f7f7f7",
+                                            fontsize=10 if entry else 9, tooltip=f"{inst.name}: {inst.shape}"), depth)
+                producers[inst.name] = [(nid, inst)]
+                if inputs is not None:
+                    for src, src_inst in inputs.get(inst.parameter_number, []):
+                        self.edge(src, nid, None, src_inst, inst, depth, style="dotted")
                 continue
             if k is not None:
                 nid = self.kernel(comp, inst, k, depth)
@@ -377,10 +376,10 @@ class _Builder:
                                     tooltip=f"kernel {inst.name}: {label}; {k['bytes'] if k['bytes'] is not None else '?'} bytes moved"),
                   depth + 1)
         if shown and len(shown) <= self.max_ops:
-            ids = {}
+            ids: dict[int, str] = {}
             for i in shown:
                 iid = f"{nid}_{len(ids)}"
-                ids[i.name] = iid
+                ids[id(i)] = iid
                 is_marked = i.opcode in self.mark
                 self.emit(f"{iid}" + _attrs(label=i.opcode, shape="ellipse", fontsize=9, height=0.3,
                                             style="filled", fillcolor="#ffd6d6" if is_marked else "#ffffff",
@@ -401,43 +400,27 @@ class _Builder:
         self.emit("}", depth)
         return nid
 
-    def _inner_edges(self, shown: list[_hlo.Instruction], ids: dict[str, str], head: str, depth: int) -> None:
+    def _inner_edges(self, shown: list[_hlo.Instruction], ids: dict[int, str], head: str, depth: int) -> None:
         """Dashed edges between the ops of a fusion (through its hidden free ops); the header points at the
-        ops that read the fusion's parameters."""
-        module = self.module
-        carried: dict[str, list[str]] = {}
-        comps = {}
-        for cname in module.computations:
-            comps[cname] = module.computations[cname]
-        name_to_inst: dict[str, _hlo.Instruction] = {}
-        for i in shown:
-            name_to_inst[i.name] = i
-        # Resolve inside every computation the shown ops come from.
-        for comp in comps.values():
-            if not any(i.name in ids and i in comp.instructions for i in shown):
+        ops that read only the fusion's parameters or constants."""
+        shown_ids = {id(i) for i in shown}
+        for comp in self.module.computations.values():
+            if not any(id(i) in shown_ids for i in comp):
                 continue
+            carried: dict[str, list[str]] = {}    # within this computation: name -> drawn ops it carries
             for i in comp:
-                if i.name in ids and i in shown:
-                    srcs: list[str] = []
-                    for o in dict.fromkeys(i.operands):
-                        for s in carried.get(o, []):
-                            if s not in srcs:
-                                srcs.append(s)
-                    if not srcs:
-                        srcs = [head]
-                    for s in srcs:
-                        self.emit(f"{s} -> {ids[i.name]}" + _attrs(style="dashed", color="#777777", arrowsize=0.6),
+                sources: list[str] = []
+                for o in dict.fromkeys(i.operands):
+                    for src in carried.get(o, []):
+                        if src not in sources:
+                            sources.append(src)
+                if id(i) in shown_ids:
+                    for src in sources or [head]:
+                        self.emit(f"{src} -> {ids[id(i)]}" + _attrs(style="dashed", color="#777777", arrowsize=0.6),
                                   depth)
-                    carried[i.name] = [ids[i.name]]
-                elif i.opcode == "parameter":
-                    carried[i.name] = []
+                    carried[i.name] = [ids[id(i)]]
                 else:
-                    merged: list[str] = []
-                    for o in i.operands:
-                        for s in carried.get(o, []):
-                            if s not in merged:
-                                merged.append(s)
-                    carried[i.name] = merged
+                    carried[i.name] = [] if i.opcode == "parameter" else sources
 
     # -- control flow ---------------------------------------------------------------------------
     def control_flow(self, comp: _hlo.Computation, inst: _hlo.Instruction,
