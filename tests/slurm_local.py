@@ -72,8 +72,9 @@ class LocalSlurm:
         self.cluster = "xlalab" + secrets.token_hex(2)
 
     def env(self) -> dict[str, str]:
-        """The environment the Slurm commands need to reach this cluster (``SLURM_CONF``)."""
-        return {"SLURM_CONF": str(self.conf)}
+        """The environment the Slurm commands need to reach this cluster (``SLURM_CONF``), and dask-jobqueue's
+        interface for this one-node test: the Dask scheduler and its workers talk over loopback only."""
+        return {"SLURM_CONF": str(self.conf), "DASK_JOBQUEUE__SLURM__INTERFACE": "lo"}
 
     def _write(self) -> None:
         for d in ("state", "spool", "munge", "log"):
