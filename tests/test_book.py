@@ -686,7 +686,8 @@ def test_s3_n5_fusion_gap_story_follows_the_fractions(built_book: dict[str, floa
     m = re.search(r"over graph mode's fraction of its bound: " + NUM + " × " + NUM + " / " + NUM + " = " + NUM, text)
     assert m, "fusion.html: no speedup identity"
     ratio, f_xla, f_graph, product = map(_num, m.groups())
-    assert abs(product - ratio * f_xla / f_graph) <= 0.01 * product + 0.01, m.groups()
+    rounding = 0.05 / ratio + 0.005 / f_xla + 0.005 / f_graph       # each factor is printed rounded
+    assert abs(product - ratio * f_xla / f_graph) <= (rounding + 0.005) * product + 0.005, m.groups()
     first = ("times the speed its unfused bytes allow from DRAM" if f_graph > 1.1 else
              "so the cache did not spare it many bytes" if f_graph >= 0.8 and f_xla < 0.8 * f_graph else
              "graph mode is the further from its bound" if f_graph < 0.8 * f_xla else
