@@ -195,7 +195,8 @@ def jailed(holes_root, tmp_path_factory):
         "fork_many": insert_after(answered(holes_root), "p1-check", FORK_MANY),
         "env_leak": insert_after(answered(holes_root), "p1-check", ENV_LEAK),
         "root_only": insert_after(answered(holes_root), "p1-check", READ_ROOT_ONLY),
-        "surrogate_error": insert_after(answered(holes_root), "p1-check", "raise ValueError('bad \\ud800 text')"),
+        "surrogate_error": insert_after(answered(holes_root), "p2-answer",
+                                        "def total(x):\n    raise ValueError('bad \\ud800 text')"),
     }
     nb = answered(holes_root)
     insert_after(nb, "given", GIVEN, "student-given")
@@ -296,8 +297,8 @@ def test_as_root_the_jail_cannot_read_root_only_files(jailed):
 def test_a_lone_surrogate_in_an_error_is_written_not_fatal(jailed):
     """Item 8: an error message with \\ud800 becomes feedback; the rest of the class is graded."""
     rows, out = jailed
-    assert rows["surrogate_error"].total == MAX
-    assert "bad" in _feedback(out, "surrogate_error")
+    assert rows["surrogate_error"].total == MAX - 3, rows["surrogate_error"].checks   # p2-total, its hidden one, p3
+    assert "ValueError: bad \ufffd text" in _feedback(out, "surrogate_error")
     book = list(csv.DictReader(io.StringIO((out / "gradebook.csv").read_text(encoding="utf-8"))))
     assert sorted(r["student"] for r in book) == sorted(rows)
 

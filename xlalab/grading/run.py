@@ -22,6 +22,7 @@ import hashlib
 import hmac
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -133,11 +134,13 @@ def _kill_group(pid: int) -> None:
             continue
 
 
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
 def clean(value: Any) -> Any:
     """``value`` (from JSON the run sent) with lone surrogates in its strings replaced by U+FFFD."""
     if isinstance(value, str):
-        return value.encode("utf-8", errors="surrogatepass").decode("utf-8", errors="replace") \
-            if any("\ud800" <= ch <= "\udfff" for ch in value) else value
+        return _SURROGATE.sub("\ufffd", value)
     if isinstance(value, list):
         return [clean(v) for v in value]
     if isinstance(value, dict):
