@@ -6,15 +6,19 @@ Each submission runs (pytest, nbval and the kernel together) in a private root t
   (the dynamic linker's cache, users, time zone, certificates, fonts), read-only;
 - the Python environment (the interpreter's prefix and the virtual environment), read-only, and the ``xlalab``
   package folder alone (not the repository around it, which holds ``solutions/``), read-only;
-- the notebook's work folder and the grader's per-submission folder of this run, writable (nothing else of the
-  grader's is: not ``--source``, not the gradebook or its spool, not another submission, not the home folder);
-- a private ``/tmp``, a minimal ``/dev``, a ``/proc`` of its own PID namespace, CPU topology from ``/sys``;
+- the folders the caller names: read-only (the notebook to run), writable, or empty size-capped tmpfs (the work
+  folder); nothing else of the grader's (not ``--source``, not the gradebook or its spool, not another
+  submission, not the home folder);
+- ``/tmp`` and ``/dev/shm`` as size-capped tmpfs (:data:`TMP_BYTES`, :data:`SHM_BYTES`; they are memory), a
+  minimal ``/dev``, a ``/proc`` of its own PID namespace, CPU topology from ``/sys``;
 - with an NVIDIA GPU: its device nodes, ``/sys`` and the driver's libraries (:func:`gpu_binds`).
 
 Namespaces: user (the jail's user is 1000, without capabilities), PID (every process the notebook starts dies
 with the jail, ``--die-with-parent`` ends it with the grader), network (only a loopback of its own: no
-connection leaves, not even to 127.0.0.1 of the machine), IPC, UTS. The environment is rebuilt from a short
-list (no tokens or keys of the grader's leak in).
+connection leaves, not even to 127.0.0.1 of the machine), IPC, UTS. When the grader runs as root, a user
+namespace would map the jail's user to root outside, so bwrap runs without one and the jail's first process
+becomes :data:`JAIL_HOST_UID` (``nobody``) before anything else starts. The environment is rebuilt from an exact
+list of names (:data:`ENV_KEEP`; no tokens or keys of the grader's leak in).
 
 ``resolve("auto")`` uses bwrap where it works and otherwise returns an unsandboxed :class:`Sandbox` whose
 ``reason`` says why and the one command that fixes it; ``resolve("bwrap")`` raises :class:`SandboxUnavailable`
