@@ -16,7 +16,8 @@ nbval plugin, in the pytest process, writes them into the cell as nbval sends it
    new ones while the check runs;
 3. runs the check's code in a copy of the user namespace in which notebook definitions that shadow a builtin
    (``len = ...``) are set aside, compiled inside a function whose free variables hold the module names
-   bound by the setup cell (``np``), every other module name it reads (``time``) and the given names of the released lab that the check reads (``SIZES``,
+   bound by the setup cell (``np``), every other module name it reads (``time``) and the given names of the
+   released lab that the check reads (``SIZES``,
    re-evaluated from the released cell: literal assignments and plain functions), so that code called by the
    check cannot rebind them in the check's namespace;
 4. verifies nothing was replaced while the check ran, and appends ``{"check", "event": "start"|"end",
@@ -279,7 +280,12 @@ def _xlalab_setup_guard(log_path, visible, given, guard_name, bind_name):
             protected = {n for n in read if n in bound or _isinstance(g.get(n), _Module)}
             for name in _sorted(n for n in given if n in read):
                 had = g.get(name, MISSING)
-                _exec(_compile(given[name], f"<given {name}>", "exec"), g)
+                try:
+                    _exec(_compile(given[name], f"<given {name}>", "exec"), g)
+                except _BaseException:   # it needs a name the notebook does not have: keep the notebook's
+                    if had is not MISSING:
+                        g[name] = had
+                    continue
                 if had is MISSING or not same(had, g[name]):
                     notes.append(f"the given name {name!r} (changed in the notebook; the released one was used)")
                 protected.add(name)
