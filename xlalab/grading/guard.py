@@ -44,7 +44,7 @@ def _xlalab_setup_guard(log_path, visible, given, guard_name, bind_name):
     _id, _dict, _list, _set, _str, _len, _sorted = id, dict, list, set, str, len, sorted
     _getattr, _setattr, _delattr, _vars = getattr, setattr, delattr, vars
     _dumps, _BaseException, _AssertionError = json.dumps, BaseException, AssertionError
-    _Module, _Function = types.ModuleType, types.FunctionType
+    _Module, _Function, _Code, _tuple = types.ModuleType, types.FunctionType, types.CodeType, tuple
     _modules, _linecache = sys.modules, linecache.cache
     transformer = TransformerManager()
     MISSING = object()
@@ -210,10 +210,14 @@ def _xlalab_setup_guard(log_path, visible, given, guard_name, bind_name):
                 out.add(n.name)
         return out
 
+    def code_key(co):
+        """A code object's instructions, names and constants, nested code included, without file or lines."""
+        return (co.co_code, co.co_names, _tuple(code_key(c) if _isinstance(c, _Code) else c for c in co.co_consts))
+
     def same(a, b):
         try:
             if _isinstance(a, _Function) and _isinstance(b, _Function):
-                return a.__code__.co_code == b.__code__.co_code and a.__code__.co_consts == b.__code__.co_consts
+                return code_key(a.__code__) == code_key(b.__code__) and a.__defaults__ == b.__defaults__
             return _type(a) is _type(b) and _repr(a) == _repr(b)
         except _BaseException:
             return False
