@@ -298,15 +298,20 @@ def _with_parents(args: list[str]) -> list[str]:
     """``args`` with each folder above a mount point made first, mode 0755 (bwrap would make them with the
     grader's umask, which may keep the jail's user out, e.g. of /root above a Python under /root/.pyenv)."""
     out: list[str] = []
-    made = {"/", "/tmp", "/tmp/home", "/dev", "/proc", "/usr"}
+    made = {"/"}
+    mounts: list[str] = []     # folders already bound: what lies under them exists (or cannot be made)
+
+    def under_mount(p: str) -> bool:
+        return any(p == m or p.startswith(m.rstrip("/") + "/") for m in mounts)
+
     i = 0
     while i < len(args):
         a = args[i]
-        if a in ("--ro-bind", "--bind", "--dev-bind", "--tmpfs", "--symlink") and i + 1 < len(args):
-            dest = args[i + 2] if a != "--tmpfs" else args[i + 1]
+        if a in ("--ro-bind", "--bind", "--dev-bind", "--tmpfs", "--symlink", "--proc", "--dev") and i + 1 < len(args):
+            dest = args[i + 2] if a in ("--ro-bind", "--bind", "--dev-bind", "--symlink") else args[i + 1]
             for parent in reversed(Path(dest).parents):
                 p = str(parent)
-                if p not in made:
+                if p not in made and not under_mount(p):
                     made.add(p)
                     if out[-2:-1] == ["--perms"] or out[-2:-1] == ["--size"]:
                         # keep "--perms M"/"--size N" next to the operation they belong to
@@ -316,6 +321,8 @@ def _with_parents(args: list[str]) -> list[str]:
                     else:
                         out += ["--perms", "0755", "--dir", p]
             made.add(dest)
+            if a in ("--ro-bind", "--bind", "--dev-bind", "--proc"):   # under a tmpfs, folders can be made
+                mounts.append(dest)
         out.append(a)
         i += 1
     return out
