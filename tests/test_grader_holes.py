@@ -29,6 +29,7 @@ pytestmark = [pytest.mark.xdist_group("sandbox")]
 
 BWRAP = sandbox.probe()[0]
 needs_bwrap = pytest.mark.skipif(not BWRAP, reason=f"bwrap cannot run here: {sandbox.probe()[1]}")
+slow = pytest.mark.slow
 MAX = 7.0                   # the sample lab (6) plus the check of the given names (1)
 GIVEN_SIZES = "SIZES = [3, 5, 8]\nTOL = 1e-12"
 SECRET_ENV = {"TF_TOKEN_hub": "tok-SECRET-1", "TF_VAR_db_password": "pw-SECRET-2", "CUDA_API_KEY": "key-SECRET-3"}
@@ -195,7 +196,8 @@ def jailed(holes_root, tmp_path_factory):
         "fork_many": insert_after(answered(holes_root), "p1-check", FORK_MANY),
         "env_leak": insert_after(answered(holes_root), "p1-check", ENV_LEAK),
         "root_only": insert_after(answered(holes_root), "p1-check", READ_ROOT_ONLY),
-        "surrogate_error": insert_after(answered(holes_root), "p1-check", "raise ValueError('bad \\ud800 text')"),
+        "surrogate_error": insert_after(answered(holes_root), "p2-answer",
+                                        "def total(x):\n    raise ValueError('bad \\ud800 text')"),
     }
     nb = answered(holes_root)
     insert_after(nb, "given", GIVEN, "student-given")
@@ -209,7 +211,7 @@ def jailed(holes_root, tmp_path_factory):
     saved = {k: os.environ.get(k) for k in SECRET_ENV}
     os.environ.update(SECRET_ENV)    # the grader's own environment
     try:
-        rows = grade.grade_submissions(holes_root / "solutions" / f"{SAMPLE}.ipynb", [subs], out, jobs=1,
+        rows = grade.grade_submissions(holes_root / "solutions" / f"{SAMPLE}.ipynb", [subs], out, jobs=2,
                                        sandbox="bwrap", cell_timeout=60, timeout=120, memory_gb=3, quiet=True)
     finally:
         secret.unlink()
@@ -225,6 +227,7 @@ def _feedback(out: Path, name: str) -> str:
     return (out / "feedback" / f"{name}.md").read_text(encoding="utf-8")
 
 
+@slow
 @needs_bwrap
 def test_honest_and_blank_still_score_full_and_zero(jailed):
     rows, _ = jailed
@@ -232,6 +235,7 @@ def test_honest_and_blank_still_score_full_and_zero(jailed):
     assert rows["blank"].total == 0
 
 
+@slow
 @needs_bwrap
 @pytest.mark.parametrize("name", ["guard_pass", "forge", "rebind", "settrace"])
 def test_a_blank_lab_with_an_attack_scores_nothing(jailed, name):
@@ -240,6 +244,7 @@ def test_a_blank_lab_with_an_attack_scores_nothing(jailed, name):
     assert r.total == 0, (name, [(c.check, c.passed, c.message) for c in r.checks])
 
 
+@slow
 @needs_bwrap
 def test_redefined_given_names_are_put_back(jailed):
     """Item 3: SIZES = [] would make the loop of p3-sizes check nothing; the released value is used."""
@@ -249,6 +254,7 @@ def test_redefined_given_names_are_put_back(jailed):
     assert any("SIZES" in n for n in r.restored), r.restored
 
 
+@slow
 @needs_bwrap
 def test_hidden_check_source_never_reaches_the_feedback(jailed):
     """Item 1: neither the guard nor the calling frame carries a hidden check's code into the feedback."""
@@ -261,6 +267,7 @@ def test_hidden_check_source_never_reaches_the_feedback(jailed):
         assert secret not in text, (secret, hidden.message)
 
 
+@slow
 @needs_bwrap
 @pytest.mark.parametrize("name, word", [("fill_tmp", "/tmp"), ("fill_shm", "/dev/shm"), ("fill_work", "work folder"),
                                         ("fork_many", "processes")])
@@ -273,6 +280,7 @@ def test_limits_hold_and_are_named_in_the_feedback(jailed, name, word):
     assert "## Blocked by the grader" in _feedback(out, name)
 
 
+@slow
 @needs_bwrap
 def test_only_named_environment_variables_enter_the_jail(jailed):
     """Item 5: TF_TOKEN_*, TF_VAR_* and CUDA_API_KEY stay out (no prefix matching)."""
@@ -283,6 +291,7 @@ def test_only_named_environment_variables_enter_the_jail(jailed):
         assert value not in text
 
 
+@slow
 @needs_bwrap
 @pytest.mark.skipif(os.geteuid() != 0, reason="the grader does not run as root here")
 def test_as_root_the_jail_cannot_read_root_only_files(jailed):
@@ -292,12 +301,13 @@ def test_as_root_the_jail_cannot_read_root_only_files(jailed):
     assert "Permission denied" in "\n".join(r.cell_errors), r.cell_errors
 
 
+@slow
 @needs_bwrap
 def test_a_lone_surrogate_in_an_error_is_written_not_fatal(jailed):
     """Item 8: an error message with \\ud800 becomes feedback; the rest of the class is graded."""
     rows, out = jailed
-    assert rows["surrogate_error"].total == MAX
-    assert "bad" in _feedback(out, "surrogate_error")
+    assert rows["surrogate_error"].total == MAX - 3, rows["surrogate_error"].checks   # p2-total, its hidden one, p3
+    assert "ValueError: bad \ufffd text" in _feedback(out, "surrogate_error")
     book = list(csv.DictReader(io.StringIO((out / "gradebook.csv").read_text(encoding="utf-8"))))
     assert sorted(r["student"] for r in book) == sorted(rows)
 

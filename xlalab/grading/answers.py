@@ -19,6 +19,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -81,7 +82,7 @@ def answers_of(lab: Lab, nb: Any) -> list[AnswerResult]:
 
 def _text(text: str) -> str:
     """``text`` with lone surrogates (``"\\ud800"`` in the JSON) replaced by U+FFFD, so it can be written."""
-    return text.encode("utf-8", errors="surrogatepass").decode("utf-8", errors="replace")
+    return re.sub("[\ud800-\udfff]", "\ufffd", text)
 
 
 def collect(lab: Lab, path: str | Path) -> list[AnswerResult]:

@@ -40,8 +40,9 @@ def _is_check_like(cell: Any, lab: Lab) -> str | None:
 
 def given_names(lab: Lab) -> dict[str, str]:
     """``{name: statement}`` for the names the released lab's given code cells define (not the setup, a check
-    or an answer cell) by a literal assignment (``SIZES = [3, 5, 8]``) or a plain ``def``: the guard puts the
-    released ones back for a check that reads them. A name a student's answer cell also defines is left out."""
+    or an answer cell) by a literal assignment (``SIZES = [3, 5, 8]``; not an empty dict or list, where the
+    student's cells record results) or a plain ``def``: the guard puts the released ones back for a check that
+    reads them. A name a student's answer cell also defines is left out."""
     given: dict[str, str] = {}
     answered: set[str] = set()
     for cell in lab.source.cells:
@@ -62,7 +63,9 @@ def given_names(lab: Lab) -> dict[str, str]:
                 names = [t.id for t in node.targets]
                 try:
                     ast.literal_eval(node.value)
-                    ok = True
+                    # An empty dict or list is where the student's cells record results (``timings = {}``).
+                    ok = not (isinstance(node.value, (ast.Dict, ast.List)) and not (
+                        node.value.keys if isinstance(node.value, ast.Dict) else node.value.elts))
                 except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
                     ok = False
             elif isinstance(node, (ast.FunctionDef, ast.ClassDef)):

@@ -16,7 +16,8 @@ nbval plugin, in the pytest process, writes them into the cell as nbval sends it
    new ones while the check runs;
 3. runs the check's code in a copy of the user namespace in which notebook definitions that shadow a builtin
    (``len = ...``) are set aside, compiled inside a function whose free variables hold the module names
-   bound by the setup cell (``np``) and the given names of the released lab that the check reads (``SIZES``,
+   bound by the setup cell (``np``), every other module name it reads (``time``) and the given names of the
+   released lab that the check reads (``SIZES``,
    re-evaluated from the released cell: literal assignments and plain functions), so that code called by the
    check cannot rebind them in the check's namespace;
 4. verifies nothing was replaced while the check ran, and appends ``{"check", "event": "start"|"end",
@@ -43,7 +44,7 @@ def _xlalab_setup_guard(log_path, visible, given, guard_name, bind_name):
     _id, _dict, _list, _set, _str, _len, _sorted = id, dict, list, set, str, len, sorted
     _getattr, _setattr, _delattr, _vars = getattr, setattr, delattr, vars
     _dumps, _BaseException, _AssertionError = json.dumps, BaseException, AssertionError
-    _Module, _Function = types.ModuleType, types.FunctionType
+    _Module, _Function, _Code, _tuple = types.ModuleType, types.FunctionType, types.CodeType, tuple
     _modules, _linecache = sys.modules, linecache.cache
     transformer = TransformerManager()
     MISSING = object()
@@ -209,10 +210,14 @@ def _xlalab_setup_guard(log_path, visible, given, guard_name, bind_name):
                 out.add(n.name)
         return out
 
+    def code_key(co):
+        """A code object's instructions, names and constants, nested code included, without file or lines."""
+        return (co.co_code, co.co_names, _tuple(code_key(c) if _isinstance(c, _Code) else c for c in co.co_consts))
+
     def same(a, b):
         try:
             if _isinstance(a, _Function) and _isinstance(b, _Function):
-                return a.__code__.co_code == b.__code__.co_code and a.__code__.co_consts == b.__code__.co_consts
+                return code_key(a.__code__) == code_key(b.__code__) and a.__defaults__ == b.__defaults__
             return _type(a) is _type(b) and _repr(a) == _repr(b)
         except _BaseException:
             return False
@@ -276,10 +281,15 @@ def _xlalab_setup_guard(log_path, visible, given, guard_name, bind_name):
                 read = names_read(_parse(source, filename))
             except SyntaxError:
                 read = _set()
-            protected = {n for n in bound if n in read}
+            protected = {n for n in read if n in bound or _isinstance(g.get(n), _Module)}
             for name in _sorted(n for n in given if n in read):
                 had = g.get(name, MISSING)
-                _exec(_compile(given[name], f"<given {name}>", "exec"), g)
+                try:
+                    _exec(_compile(given[name], f"<given {name}>", "exec"), g)
+                except _BaseException:   # it needs a name the notebook does not have: keep the notebook's
+                    if had is not MISSING:
+                        g[name] = had
+                    continue
                 if had is MISSING or not same(had, g[name]):
                     notes.append(f"the given name {name!r} (changed in the notebook; the released one was used)")
                 protected.add(name)

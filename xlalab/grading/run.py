@@ -22,6 +22,7 @@ import hashlib
 import hmac
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -42,8 +43,9 @@ RESULTS_LIMIT = 64 * 2**20      # bytes of results the grader reads from the pip
 # Runs pytest under the limits, then sends the guard's log (a file in the work folder, written by the
 # kernel: each line carries a MAC the grader checks), the processes the notebook left behind (in the jail, a
 # PID namespace of its own: they end with it; the feedback says so) and the CPU time of the run down the pipe
+# At the wall-clock limit it ends pytest (and, in the jail, every other process of it) and still reports
 # (argv: address-space limit, process limit, out fd, in fd, guard log, "jail" or "", the notebook to copy into
-# the work folder, its copy, pytest's arguments).
+# the work folder, its copy, the wall-clock limit in seconds, pytest's arguments).
 _LAUNCHER = (
     "import ctypes, json, os, resource, shutil, stat, subprocess, sys\n"
     "try:\n"
@@ -58,10 +60,22 @@ _LAUNCHER = (
     "    resource.setrlimit(resource.RLIMIT_NPROC, (tasks, tasks))\n"
     "resource.setrlimit(resource.RLIMIT_CORE, (0, 0))\n"
     "shutil.copyfile(sys.argv[7], sys.argv[8])  # the kernel starts in the notebook's folder: the work folder\n"
-    "proc = subprocess.Popen([sys.executable, '-m', 'pytest', sys.argv[8]] + sys.argv[9:] + [f'--xlalab-out-fd={out_fd}', "
+    "proc = subprocess.Popen([sys.executable, '-m', 'pytest', sys.argv[8]] + sys.argv[10:] + [f'--xlalab-out-fd={out_fd}', "
     "f'--xlalab-in-fd={in_fd}'], pass_fds=(out_fd, in_fd))\n"
     "os.close(in_fd)\n"
-    "rc = proc.wait()\n"
+    "timed_out = False\n"
+    "try:\n"
+    "    rc = proc.wait(timeout=float(sys.argv[9]))\n"
+    "except subprocess.TimeoutExpired:\n"
+    "    timed_out = True\n"
+    "    proc.kill()\n"
+    "    for d in os.listdir('/proc') if jail else ():\n"
+    "        if d.isdigit() and int(d) not in (1, os.getpid()):\n"
+    "            try:\n"
+    "                os.kill(int(d), 9)\n"
+    "            except OSError:\n"
+    "                pass\n"
+    "    rc = proc.wait()\n"
     "left = []\n"
     "for d in os.listdir('/proc') if jail else ():\n"
     "    if d.isdigit() and int(d) not in (1, os.getpid()):\n"
@@ -80,7 +94,7 @@ _LAUNCHER = (
     "except OSError:\n"
     "    pass\n"
     "usage = resource.getrusage(resource.RUSAGE_CHILDREN)\n"
-    "rec = {'event': 'launcher', 'left': left[:20], 'cpu': usage.ru_utime + usage.ru_stime, "
+    "rec = {'event': 'launcher', 'timed_out': timed_out, 'left': left[:20], 'cpu': usage.ru_utime + usage.ru_stime, "
     "'guard': guard.decode('utf-8', errors='replace').splitlines()[:10000]}\n"
     "data = (json.dumps(rec) + '\\n').encode()\n"
     "while data:\n"
@@ -133,11 +147,13 @@ def _kill_group(pid: int) -> None:
             continue
 
 
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
 def clean(value: Any) -> Any:
     """``value`` (from JSON the run sent) with lone surrogates in its strings replaced by U+FFFD."""
     if isinstance(value, str):
-        return value.encode("utf-8", errors="surrogatepass").decode("utf-8", errors="replace") \
-            if any("\ud800" <= ch <= "\udfff" for ch in value) else value
+        return _SURROGATE.sub("\ufffd", value)
     if isinstance(value, list):
         return [clean(v) for v in value]
     if isinstance(value, dict):
@@ -235,7 +251,7 @@ def run_notebook(nb: Any, work: Path, priv: Path, nb_path: Path, *, cell_timeout
     out_r, out_w = os.pipe()
     in_fd = _payload_fd(payload or {"cells": {}})
     cmd = [sys.executable, "-c", _LAUNCHER, str(limit), str(max_tasks if box.on else 0), str(out_w), str(in_fd),
-           str(guard_log), "jail" if box.on else "", str(nb_path), str(work / nb_path.name),
+           str(guard_log), "jail" if box.on else "", str(nb_path), str(work / nb_path.name), f"{timeout:g}",
            "-c", str(ini), "--rootdir", str(work), "-p", PLUGIN, "-p", "no:cacheprovider", "-p", "no:xdist",
            "-p", "no:randomly", "--nbval-lax", "--nbval-current-env", f"--nbval-cell-timeout={cell_timeout:g}",
            "-q", "--tb=line", "-o", "addopts=", "-W", "ignore"]
@@ -268,7 +284,7 @@ def run_notebook(nb: Any, work: Path, priv: Path, nb_path: Path, *, cell_timeout
             in_fd = -1
             reader.start()
             try:
-                proc.wait(timeout=timeout)
+                proc.wait(timeout=timeout + 30)   # the launcher ends the run at ``timeout``; this is a backstop
             except subprocess.TimeoutExpired:
                 timed_out = True
                 _kill_group(proc.pid)
@@ -282,6 +298,7 @@ def run_notebook(nb: Any, work: Path, priv: Path, nb_path: Path, *, cell_timeout
     records = _parse_lines(b"".join(chunks).decode("utf-8", errors="replace").splitlines())
     plugin = [r for r in records if r.get("event") != "launcher"]
     after = next((r for r in records if r.get("event") == "launcher"), {})
+    timed_out = timed_out or after.get("timed_out") is True
     if not box.on:
         # The kernel runs in a session of its own: end it (and what it started) too. (In the jail its PID
         # namespace ended with the run, and the pids it reports mean nothing outside.)

@@ -6,15 +6,19 @@ Each submission runs (pytest, nbval and the kernel together) in a private root t
   (the dynamic linker's cache, users, time zone, certificates, fonts), read-only;
 - the Python environment (the interpreter's prefix and the virtual environment), read-only, and the ``xlalab``
   package folder alone (not the repository around it, which holds ``solutions/``), read-only;
-- the notebook's work folder and the grader's per-submission folder of this run, writable (nothing else of the
-  grader's is: not ``--source``, not the gradebook or its spool, not another submission, not the home folder);
-- a private ``/tmp``, a minimal ``/dev``, a ``/proc`` of its own PID namespace, CPU topology from ``/sys``;
+- the folders the caller names: read-only (the notebook to run), writable, or empty size-capped tmpfs (the work
+  folder); nothing else of the grader's (not ``--source``, not the gradebook or its spool, not another
+  submission, not the home folder);
+- ``/tmp`` and ``/dev/shm`` as size-capped tmpfs (:data:`TMP_BYTES`, :data:`SHM_BYTES`; they are memory), a
+  minimal ``/dev``, a ``/proc`` of its own PID namespace, CPU topology from ``/sys``;
 - with an NVIDIA GPU: its device nodes, ``/sys`` and the driver's libraries (:func:`gpu_binds`).
 
 Namespaces: user (the jail's user is 1000, without capabilities), PID (every process the notebook starts dies
 with the jail, ``--die-with-parent`` ends it with the grader), network (only a loopback of its own: no
-connection leaves, not even to 127.0.0.1 of the machine), IPC, UTS. The environment is rebuilt from a short
-list (no tokens or keys of the grader's leak in).
+connection leaves, not even to 127.0.0.1 of the machine), IPC, UTS. When the grader runs as root, a user
+namespace would map the jail's user to root outside, so bwrap runs without one and the jail's first process
+becomes :data:`JAIL_HOST_UID` (``nobody``) before anything else starts. The environment is rebuilt from an exact
+list of names (:data:`ENV_KEEP`; no tokens or keys of the grader's leak in).
 
 ``resolve("auto")`` uses bwrap where it works and otherwise returns an unsandboxed :class:`Sandbox` whose
 ``reason`` says why and the one command that fixes it; ``resolve("bwrap")`` raises :class:`SandboxUnavailable`
@@ -294,15 +298,20 @@ def _with_parents(args: list[str]) -> list[str]:
     """``args`` with each folder above a mount point made first, mode 0755 (bwrap would make them with the
     grader's umask, which may keep the jail's user out, e.g. of /root above a Python under /root/.pyenv)."""
     out: list[str] = []
-    made = {"/", "/tmp", "/tmp/home", "/dev", "/proc", "/usr"}
+    made = {"/"}
+    mounts: list[str] = []     # folders already bound: what lies under them exists (or cannot be made)
+
+    def under_mount(p: str) -> bool:
+        return any(p == m or p.startswith(m.rstrip("/") + "/") for m in mounts)
+
     i = 0
     while i < len(args):
         a = args[i]
-        if a in ("--ro-bind", "--bind", "--dev-bind", "--tmpfs", "--symlink") and i + 1 < len(args):
-            dest = args[i + 2] if a != "--tmpfs" else args[i + 1]
+        if a in ("--ro-bind", "--bind", "--dev-bind", "--tmpfs", "--symlink", "--proc", "--dev") and i + 1 < len(args):
+            dest = args[i + 2] if a in ("--ro-bind", "--bind", "--dev-bind", "--symlink") else args[i + 1]
             for parent in reversed(Path(dest).parents):
                 p = str(parent)
-                if p not in made:
+                if p not in made and not under_mount(p):
                     made.add(p)
                     if out[-2:-1] == ["--perms"] or out[-2:-1] == ["--size"]:
                         # keep "--perms M"/"--size N" next to the operation they belong to
@@ -312,6 +321,8 @@ def _with_parents(args: list[str]) -> list[str]:
                     else:
                         out += ["--perms", "0755", "--dir", p]
             made.add(dest)
+            if a in ("--ro-bind", "--bind", "--dev-bind", "--proc"):   # under a tmpfs, folders can be made
+                mounts.append(dest)
         out.append(a)
         i += 1
     return out
