@@ -149,11 +149,16 @@ def markdown(rows: list[dict]) -> str:
                f"**failed**: {', '.join(failed)}" if failed else "not run")
         lines.append(f"| {r['tensorflow']} | {r['keras']} | {r['numpy']} | {r['python']} | "
                      f"{mark(r.get('colab_lab06_profiler', 'not run'))} | {mark(r.get('unit', 'not run'))} | {sol} | "
-                     f"{mark(r.get('book', 'not run'))} | {sum(r.get('seconds', {}).values()) / 60:.1f} |")
+                     f"{mark(r.get('book', 'not run (default only)'))} | "
+                     f"{'—' if r.get('note') else format(sum(r.get('seconds', {}).values()) / 60, '.1f')} |")
     return "\n".join(lines) + "\n"
 
 
 def main(argv: list[str]) -> int:
+    if argv == ["--table"]:  # rewrite compat.md from compat.json
+        out = json.loads((REPO / "results" / "compat" / "compat.json").read_text())
+        (REPO / "results" / "compat" / "compat.md").write_text(markdown(out["rows"]))
+        return 0
     rows = []
     t_all = time.time()
     for venv in [Path(a) for a in argv]:
