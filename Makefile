@@ -52,8 +52,9 @@ clean:
 # Each extra TensorFlow in its own Colab-like venv, .venv-compat/tf<version> (gitignored; .ci/colab-like.txt is the
 # rest of what it holds); a new pin makes a new venv, so a venv is reinstalled only when its pin changes. In each:
 # the Colab install path (setup cell -> Lab 6 Part 6, the profiler chapter's first capture), the version-sensitive
-# unit tests and every solution notebook at XLALAB_PROFILE=tiny. Writes results/compat.json and results/compat.md.
-COMPAT_TF  ?= 2.16.2 2.19.1
+# unit tests and every solution notebook at XLALAB_PROFILE=tiny. Writes results/compat/compat.json and
+# results/compat/compat.md.
+COMPAT_TF  ?= 2.18.1 2.19.1
 COMPAT_DIR := .venv-compat
 
 $(COMPAT_DIR)/tf%/.installed-stamp: .ci/colab-like.txt

@@ -167,3 +167,14 @@ def test_lab02_lenient_grading_still_fails_impossible_counts(monkeypatch, bad):
     assert wrong != answer
     with pytest.raises(AssertionError, match=r"PREDICTED\['softmax'\] is"):
         _grade_lab02(monkeypatch, wrong, "2.19.1", {"tensorflow": "2.21.0", "backend": "XLA:CPU"})
+
+
+def test_lab_text_names_the_course_compiler():
+    """@BUILT_WITH@ in a lab's text becomes the recorded compiler (Lab 2 says what its predictions are graded on)."""
+    from xlalab import assign
+
+    _, text = assign.build(REPO / "solutions" / "lab02_hlo_fusion.ipynb", REPO)
+    ref = compat.built_with()
+    assert "@BUILT_WITH@" not in text
+    assert f"{ref['backend']} of TensorFlow {ref['tensorflow']}" in text
+    assert "@BUILT_WITH@" in (REPO / "solutions" / "lab02_hlo_fusion.ipynb").read_text()

@@ -37,19 +37,30 @@ def test_python_versions_agree():
 def test_pyproject_pins_what_the_course_needs():
     project = _pyproject()["project"]
     deps = " ".join(project["dependencies"])
-    for name in ("tensorflow>=2.16", "jupyter-book>=1.0.4,<2", "matplotlib", "nbval", "pytest", "ipykernel"):
+    for name in ("tensorflow>=2.18", "jupyter-book>=1.0.4,<2", "matplotlib", "nbval", "pytest", "ipykernel"):
         assert name in deps, name
-    assert re.search(r"tensorflow>=2\.16,<2\.\d+", deps), "TensorFlow needs an upper bound below the next untested minor"
+    assert re.search(r"tensorflow>=2\.18,<2\.\d+", deps), "TensorFlow needs an upper bound below the next untested minor"
     assert {"dev", "gpu"} <= set(project["optional-dependencies"])
     assert any("and-cuda" in d for d in project["optional-dependencies"]["gpu"])
+
+
+def test_tensorflow_range_is_what_make_test_compat_tests():
+    """The range's lower bound is the oldest TensorFlow `make test-compat` runs; every version it runs is inside."""
+    deps = " ".join(_pyproject()["project"]["dependencies"])
+    low, high = (int(x) for x in re.search(r"tensorflow>=2\.(\d+),<2\.(\d+)", deps).groups())
+    pins = re.search(r"^COMPAT_TF\s*\?=\s*(.+)$", (ROOT / "Makefile").read_text(), re.M)[1].split()
+    minors = sorted(int(v.split(".")[1]) for v in pins)
+    assert minors[0] == low, f"pyproject allows TensorFlow 2.{low}, make test-compat's oldest is 2.{minors[0]}"
+    assert all(low <= m < high for m in minors), (pins, low, high)
 
 
 def test_installed_tensorflow_is_inside_the_pinned_range():
     import tensorflow as tf
 
     major, minor = (int(x) for x in tf.__version__.split(".")[:2])
-    upper = int(re.search(r"tensorflow>=2\.16,<2\.(\d+)", " ".join(_pyproject()["project"]["dependencies"]))[1])
-    assert (major, minor) >= (2, 16) and minor < upper
+    low, upper = (int(x) for x in re.search(r"tensorflow>=2\.(\d+),<2\.(\d+)",
+                                             " ".join(_pyproject()["project"]["dependencies"])).groups())
+    assert (major, minor) >= (2, low) and minor < upper
 
 
 def test_repository_url_lives_in_config():
@@ -60,3 +71,7 @@ def test_repository_url_lives_in_config():
 
 def test_ci_runs_make_test():
     assert "make test" in (ROOT / ".ci" / "run").read_text()
+
+
+def test_ci_runs_make_test_compat():
+    assert "make test-compat" in (ROOT / ".ci" / "run").read_text()
