@@ -121,7 +121,7 @@ def probe(bwrap: str | None = None) -> tuple[str, str]:
     if not exe:
         return "", f"bubblewrap is not installed; fix: {_fix_command()}"
     cmd = [exe, *_namespaces(), "--die-with-parent", "--ro-bind", "/", "/", "--proc", "/proc", "--dev", "/dev",
-           "--size", "1048576", "--tmpfs", "/tmp", *_dropped(["true"])]
+           "--size", "1048576", "--tmpfs", "/dev/shm", *_dropped(["true"])]   # not /tmp: Python may live under it
     try:
         proc = subprocess.run(cmd, capture_output=True, text=True, timeout=30, cwd="/")
     except (OSError, subprocess.TimeoutExpired) as err:
