@@ -326,3 +326,28 @@ def test_an_overwritten_gradebook_loses_no_row_unsandboxed(unjailed):
         warnings
     kept = list(out.glob("gradebook.csv.changed-*"))
     assert kept and "hacker" in kept[0].read_text()
+
+
+def test_probe_hides_no_folder_that_python_lives_in(monkeypatch):
+    """The probe's tmpfs must not cover the grader's Python (a repository or venv under /tmp): that turned the jail
+    off on a clone in /tmp ("execvp .../.venv/bin/python: No such file or directory")."""
+    import sys
+    from pathlib import PurePath
+    from types import SimpleNamespace
+
+    from xlalab.grading import sandbox
+
+    seen: list[list[str]] = []
+    monkeypatch.setattr(sandbox.subprocess, "run",
+                        lambda cmd, **kw: seen.append(cmd) or SimpleNamespace(returncode=0, stdout="", stderr=""))
+    sandbox.probe.cache_clear()
+    try:
+        assert sandbox.probe("/usr/bin/bwrap-for-the-test")[0]
+    finally:
+        sandbox.probe.cache_clear()
+    cmd = seen[0]
+    tmpfs = [cmd[i + 1] for i, a in enumerate(cmd) if a == "--tmpfs"]
+    assert tmpfs, cmd
+    for t in tmpfs:
+        for exe in {sys.executable, "/tmp/clone/.venv/bin/python"}:
+            assert not PurePath(exe).is_relative_to(t), f"the probe's tmpfs {t} hides {exe}"
