@@ -52,15 +52,22 @@ def test_tensorflow_range_is_what_make_test_compat_tests():
     minors = sorted(int(v.split(".")[1]) for v in pins)
     assert minors[0] == low, f"pyproject allows TensorFlow 2.{low}, make test-compat's oldest is 2.{minors[0]}"
     assert all(low <= m < high for m in minors), (pins, low, high)
+    # Every minor the range admits is tested: by make test-compat, or by make test itself (the newest, which a
+    # plain install resolves to); the others are excluded with !=2.N.*.
+    excluded = {int(m) for m in re.findall(r"tensorflow[^\"]*?!=2\.(\d+)\.\*", deps)}
+    tested = set(minors) | {high - 1}
+    untested = [f"2.{m}" for m in range(low, high) if m not in tested | excluded]
+    assert not untested, f"pyproject allows TensorFlow {untested}, which no run tests; test them or exclude them"
 
 
 def test_installed_tensorflow_is_inside_the_pinned_range():
     import tensorflow as tf
 
     major, minor = (int(x) for x in tf.__version__.split(".")[:2])
-    low, upper = (int(x) for x in re.search(r"tensorflow>=2\.(\d+),<2\.(\d+)",
-                                             " ".join(_pyproject()["project"]["dependencies"])).groups())
+    deps = " ".join(_pyproject()["project"]["dependencies"])
+    low, upper = (int(x) for x in re.search(r"tensorflow>=2\.(\d+),<2\.(\d+)", deps).groups())
     assert (major, minor) >= (2, low) and minor < upper
+    assert f"!=2.{minor}.*" not in deps, f"TensorFlow {tf.__version__} is installed, but the range excludes it"
 
 
 def test_repository_url_lives_in_config():
