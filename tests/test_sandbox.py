@@ -351,3 +351,30 @@ def test_probe_hides_no_folder_that_python_lives_in(monkeypatch):
     for t in tmpfs:
         for exe in {sys.executable, "/tmp/clone/.venv/bin/python"}:
             assert not PurePath(exe).is_relative_to(t), f"the probe's tmpfs {t} hides {exe}"
+
+
+def test_as_root_each_grading_process_jails_as_its_own_uid(monkeypatch):
+    """RLIMIT_NPROC counts per uid: jails graded at once (-j 2) must not share one, or one hand-in's fork bomb makes
+    another's kernel fail to start (seen in CI: "BlockingIOError: Resource temporarily unavailable")."""
+    import multiprocessing
+
+    from xlalab.grading import sandbox
+
+    monkeypatch.delenv("XLALAB_JAIL_HOST_UID", raising=False)
+    monkeypatch.setattr(sandbox.os, "geteuid", lambda: 0)
+    mine = sandbox.host_uid()
+    with multiprocessing.get_context("spawn").Pool(1) as pool:
+        other = pool.apply(_host_uid_as_root)
+    assert mine != other and min(mine, other) >= sandbox.JAIL_HOST_UID_BASE and max(mine, other) < 2**32 - 1
+    monkeypatch.setenv("XLALAB_JAIL_HOST_UID", "65534")
+    assert sandbox.host_uid() == 65534
+
+
+def _host_uid_as_root() -> int:
+    import os
+
+    from xlalab.grading import sandbox
+
+    os.environ.pop("XLALAB_JAIL_HOST_UID", None)
+    sandbox.os.geteuid = lambda: 0
+    return sandbox.host_uid()

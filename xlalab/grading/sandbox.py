@@ -17,7 +17,7 @@ Namespaces: user (the jail's user is 1000, without capabilities), PID (every pro
 with the jail, ``--die-with-parent`` ends it with the grader), network (only a loopback of its own: no
 connection leaves, not even to 127.0.0.1 of the machine), IPC, UTS. When the grader runs as root, a user
 namespace would map the jail's user to root outside, so bwrap runs without one and the jail's first process
-becomes :data:`JAIL_HOST_UID` (``nobody``) before anything else starts. The environment is rebuilt from an exact
+becomes a uid of its own (:func:`host_uid`) before anything else starts. The environment is rebuilt from an exact
 list of names (:data:`ENV_KEEP`; no tokens or keys of the grader's leak in).
 
 ``resolve("auto")`` uses bwrap where it works and otherwise returns an unsandboxed :class:`Sandbox` whose
@@ -63,7 +63,10 @@ MAX_TASKS = 1024               # processes and threads of one jail (RLIMIT_NPROC
 # rename root): root-only files under the bound folders stay unreadable. bwrap then runs as root without a
 # user namespace, keeps only CAP_SETUID/CAP_SETGID, and the jail's first process (:data:`_DROP`) becomes this
 # user (no groups, no capabilities, no new privileges) before it starts anything else.
-JAIL_HOST_UID = int(os.environ.get("XLALAB_JAIL_HOST_UID", "65534"))
+# As root, each grading process's jails run as a uid of their own (JAIL_HOST_UID_BASE + its pid, a uid no account
+# uses), so RLIMIT_NPROC counts one jail's processes only: a fork bomb in one hand-in cannot starve the jail of
+# another graded at the same time. $XLALAB_JAIL_HOST_UID fixes one uid instead.
+JAIL_HOST_UID_BASE = 3_000_000_000
 _DROP = ("import ctypes, os, sys\n"
          "uid = int(sys.argv[1])\n"
          "os.setgroups([])\n"
@@ -144,8 +147,13 @@ def probe(bwrap: str | None = None) -> tuple[str, str]:
 
 
 def host_uid() -> int | None:
-    """The user the jail runs as when the grader is root (:data:`JAIL_HOST_UID`), else None."""
-    return JAIL_HOST_UID if os.geteuid() == 0 else None
+    """The user the jail runs as when the grader is root, else None: ``$XLALAB_JAIL_HOST_UID`` if set, else
+    :data:`JAIL_HOST_UID_BASE` plus this process's pid (one uid per grading process, so that the process-count
+    limit is per jail, not shared by jails graded at the same time)."""
+    if os.geteuid() != 0:
+        return None
+    fixed = os.environ.get("XLALAB_JAIL_HOST_UID")
+    return int(fixed) if fixed else JAIL_HOST_UID_BASE + os.getpid()
 
 
 def jail_uid() -> int:
