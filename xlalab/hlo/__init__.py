@@ -1,0 +1,74 @@
+"""Read what XLA made of a function: HLO text at each stage, a parser, a summary of launches and bytes.
+
+``hlo_text`` asks TensorFlow for the HLO of a ``tf.function`` (through ``experimental_get_compiler_ir``);
+``parse`` turns HLO text from any backend (CPU, GPU dumps, TPU layouts) into plain objects; ``summary``
+counts what a module launches and the bytes each launch must read and write; ``matrix_ops`` finds its
+matrix products and convolutions whatever the backend made of them (a ``dot``, a cuBLAS call, a Triton
+GEMM fusion, a cuDNN convolution). ``dump_passes`` runs a script with ``XLA_FLAGS`` set so that XLA writes
+a snapshot after every pass, and ``list_dump`` names them. ``draw`` pictures a module as a graph of kernels,
+``peak_live_bytes`` estimates its live memory, ``dot_flops``/``matrix_flops`` count its matrix FLOPs.
+
+The package's modules: ``parser`` (shapes, instructions, modules), ``source`` (HLO text from TensorFlow),
+``walk`` (what runs: free ops, fusions, async wrappers), ``launches`` (``summary``), ``matrix`` (``matrix_ops``), ``dumps`` (per-pass dumps), ``graph`` (``draw``),
+``memory`` (``peak_live_bytes``), ``flops``. Every public name is re-exported here; ``xlalab.hlo_draw``,
+``xlalab.hlo_memory`` and ``xlalab.flops`` remain importable as the same modules as ``graph``, ``memory``, ``flops``.
+
+What :func:`summary` counts:
+
+* **A launch** is an instruction of the entry computation, or of a computation that a ``while``,
+  ``conditional`` or ``call`` runs, that does work of its own: not ``parameter``, ``constant``,
+  ``tuple``, ``get-tuple-element``, ``bitcast``, ``reshape``, ``after-all``, ``add-dependency``,
+  ``opt-barrier``, ``domain``, ``partition-id``, ``replica-id``, and not the control flow instruction
+  itself. A fusion is one launch (its body is what was fused); a library custom-call is one. An async
+  pair or triple (``all-reduce-start``/``-done``, ``all-gather-*``, ``collective-permute-*``,
+  ``copy-start``/``-done``, ``custom-call-start``/``-update``/``-done``, ``async-start``/``-update``/
+  ``-done``, ``fusion-start``/``-done``, ``send``/``recv`` and their dones) is one launch, counted at its
+  start under the opcode of what it wraps; the called computation of a ``fusion-start`` (or of an
+  ``async-start`` wrapping a fusion) is read as a fusion.
+* **Bytes** of a launch are each distinct operand read once plus the result written once, from the
+  shapes (dense; tiling padding ignored; a sub-byte type takes a whole byte unless its layout packs it
+  with ``E(bits)``, as XLA stores it). Not counted: the trailing ``s8``/``u8`` workspace element of a
+  cuBLAS/cuDNN custom-call's result. A ``slice``, ``dynamic-slice`` or ``gather`` is charged what it
+  reads (its output and its indices), not its whole operand, and so is a fusion parameter that is read
+  only through them (a ``dynamic-update-slice`` is still charged its whole operand and result, which an
+  in-place update does not move). An async operation's data is counted once. An unbounded dynamic
+  dimension makes a launch's bytes unknown (``None``, counted in ``bytes_unknown``); a bounded one
+  (``<=8``) counts its bound.
+* **Per step**: ``kernels``, ``kernel_list`` and ``bytes_moved`` count each launch site once (a loop
+  body once, every branch of a conditional once). ``per_step`` is one run of the entry: a ``while``
+  body (and condition) multiplied by the loop's ``known_trip_count``, and for a ``conditional`` its
+  costliest branch (``per_step["exact"]`` is False when a loop has no known trip count, when branches
+  differ, or when some bytes are unknown); ``loops`` and ``conditionals`` give the per-iteration and
+  per-branch figures.
+
+Without a GPU, set ``XLALAB_FAKE_GPU`` to a device name (``"NVIDIA A100-SXM4-40GB"``): ``hlo_text(...,
+stage="optimized_hlo")`` then compiles the program on the CPU (so errors still surface) and returns a
+real XLA:GPU module recorded in ``tests/data/hlo/`` in its place (see :func:`fake_gpu_module`).
+"""
+
+from __future__ import annotations
+
+from .parser import (DTYPE_BITS, DTYPE_BYTES, ELEMENTWISE, Computation, Instruction, Module, Shape,
+                     _depth_change, _match_brackets, _split_top, as_module, instruction_lines, parse,  # noqa: F401
+                     parse_shape, read_shape)
+from .walk import (ASYNC_DONE_SUFFIXES, CONTROL_FLOW, FREE_OPCODES, PARTIAL_READ, async_wrapped, executed_computations,
+                   fused_instructions, fusion_of, is_async_continuation, is_async_start, launch_opcode, workspace_free)
+from .launches import kernel_bytes, kernel_traffic, summary
+from .matrix import MATRIX_OPCODES, MatrixOp, matrix_ops
+from .source import (CORPUS_DIR, FAKE_GPU_ENV, FAKE_GPU_MODULES, STAGES, as_jit, fake_gpu_module, hlo_text,
+                     program_category)
+from .dumps import DumpFile, dump_passes, first_pass_creating, list_dump
+from .graph import Drawing, GraphvizMissing, draw, draw_stages
+from .memory import LiveBytes, peak_live_bytes
+from .flops import dot_flops, matrix_flops
+
+__all__ = [
+    "ASYNC_DONE_SUFFIXES", "CONTROL_FLOW", "CORPUS_DIR", "Computation", "DTYPE_BITS", "DTYPE_BYTES", "Drawing",
+    "DumpFile", "ELEMENTWISE", "FAKE_GPU_ENV", "FAKE_GPU_MODULES", "FREE_OPCODES", "GraphvizMissing", "Instruction",
+    "LiveBytes", "MATRIX_OPCODES", "MatrixOp", "Module", "PARTIAL_READ", "STAGES", "Shape", "as_jit", "as_module",
+    "async_wrapped", "dot_flops", "draw", "draw_stages", "dump_passes", "executed_computations", "fake_gpu_module",
+    "first_pass_creating", "fused_instructions", "fusion_of", "hlo_text", "instruction_lines",
+    "is_async_continuation", "is_async_start", "kernel_bytes", "kernel_traffic", "launch_opcode", "list_dump",
+    "matrix_flops", "matrix_ops", "parse", "parse_shape", "peak_live_bytes", "program_category", "read_shape",
+    "summary", "workspace_free",
+]

@@ -1,0 +1,88 @@
+"""Getting HLO text from TensorFlow: ``hlo_text`` at each stage, and the fake-GPU hook for machines without one."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any, Callable
+
+from .matrix import matrix_ops
+from .parser import Module
+
+# ---------------------------------------------------------------------------------------------
+# Getting HLO text from TensorFlow.
+
+STAGES = ("hlo", "optimized_hlo", "optimized_hlo_dot", "stablehlo")
+_STAGE_ALIASES = {"dot": "optimized_hlo_dot", "graph": "optimized_hlo_dot", "before": "hlo", "after": "optimized_hlo"}
+FAKE_GPU_ENV = "XLALAB_FAKE_GPU"
+CORPUS_DIR = Path(__file__).resolve().parents[2] / "tests" / "data" / "hlo"
+# Recorded XLA:GPU modules (files of CORPUS_DIR, sources in its README) standing in for a GPU compile.
+FAKE_GPU_MODULES = {
+    "conv": "gpu_cudnn_conv_custom_call.txt",
+    "gemm": "gpu_cublas_gemm.txt",
+    "elementwise": "gpu_loop_fusion.txt",
+}
+
+
+def as_jit(fn: Callable) -> Any:
+    """Return ``fn`` as a ``tf.function(jit_compile=True)``; a plain or non-jit function is wrapped."""
+    import tensorflow as tf
+
+    if getattr(fn, "_jit_compile", None) is True and hasattr(fn, "experimental_get_compiler_ir"):
+        return fn
+    python_fn = getattr(fn, "python_function", fn)
+    return tf.function(python_fn, jit_compile=True)
+
+
+def fake_gpu_module(category: str) -> str:
+    """A real XLA:GPU module text from the recorded corpus for a program of ``category``.
+
+    ``"conv"``: a module with a cuDNN convolution custom-call; ``"gemm"``: one with a cuBLAS GEMM
+    custom-call; ``"elementwise"``: one made of a loop fusion. The texts come from XLA's own GPU tests
+    (sources in ``tests/data/hlo/README.md``); their shapes are not the program's.
+    """
+    if category not in FAKE_GPU_MODULES:
+        raise ValueError(f"category={category!r}; expected one of {tuple(FAKE_GPU_MODULES)}")
+    # The corpus lives in the repository, next to the package (an installed copy looks in the working
+    # directory and its parents, or in $XLALAB_HLO_CORPUS).
+    places = [Path(os.environ["XLALAB_HLO_CORPUS"])] if os.environ.get("XLALAB_HLO_CORPUS") else []
+    places += [CORPUS_DIR] + [d / "tests" / "data" / "hlo" for d in (Path.cwd(), *Path.cwd().parents)]
+    for directory in places:
+        path = directory / FAKE_GPU_MODULES[category]
+        if path.exists():
+            return path.read_text()
+    raise FileNotFoundError(f"{FAKE_GPU_MODULES[category]} not found in {CORPUS_DIR}: the fake-GPU hook needs "
+                            "the repository's tests/data/hlo (or XLALAB_HLO_CORPUS pointing at a copy)")
+
+
+def program_category(module_or_text: "Module | str") -> str:
+    """``"conv"`` if a module runs a convolution, else ``"gemm"`` if it runs a matrix product, else
+    ``"elementwise"`` (the categories of :func:`fake_gpu_module`)."""
+    kinds = {op.kind for op in matrix_ops(module_or_text)}
+    return "conv" if "convolution" in kinds else "gemm" if "dot" in kinds else "elementwise"
+
+
+def hlo_text(fn: Callable, *args: Any, stage: str = "optimized_hlo") -> str:
+    """The HLO of ``fn(*args)`` as text, at ``stage``.
+
+    Args:
+        fn: a Python function or ``tf.function``; it is compiled with ``jit_compile=True``.
+        *args: concrete tensors (XLA needs static shapes) or ``tf.TensorSpec`` with full shapes.
+        stage: ``"hlo"`` (as lowered from the TensorFlow graph, before XLA's passes),
+            ``"optimized_hlo"`` (after every pass: fusions, layouts, buffer-friendly copies),
+            ``"optimized_hlo_dot"`` (alias ``"dot"``: the optimized graph in Graphviz dot), or ``"stablehlo"``.
+
+    When the environment variable ``XLALAB_FAKE_GPU`` names a GPU, ``"optimized_hlo"`` compiles for real
+    on the CPU and then returns :func:`fake_gpu_module` of the program's :func:`program_category`.
+
+    Example:
+        >>> print(hlo_text(lambda x: tf.nn.relu(x) * 2.0, tf.ones([4]), stage="hlo"))
+    """
+    stage = _STAGE_ALIASES.get(stage, stage)
+    if stage not in STAGES:
+        raise ValueError(f"stage={stage!r}; expected one of {STAGES} or {tuple(_STAGE_ALIASES)}")
+    text = as_jit(fn).experimental_get_compiler_ir(*args)(stage=stage)
+    if stage == "optimized_hlo" and os.environ.get(FAKE_GPU_ENV):
+        return fake_gpu_module(program_category(text))
+    return text
+
