@@ -9,9 +9,12 @@ a snapshot after every pass, and ``list_dump`` names them. ``draw`` pictures a m
 ``peak_live_bytes`` estimates its live memory, ``dot_flops``/``matrix_flops`` count its matrix FLOPs.
 
 The package's modules: ``parser`` (shapes, instructions, modules), ``source`` (HLO text from TensorFlow),
-``walk`` (what runs: free ops, fusions, async wrappers), ``launches`` (``summary``), ``matrix`` (``matrix_ops``), ``dumps`` (per-pass dumps), ``graph`` (``draw``),
-``memory`` (``peak_live_bytes``), ``flops``. Every public name is re-exported here; ``xlalab.hlo_draw``,
-``xlalab.hlo_memory`` and ``xlalab.flops`` remain importable as the same modules as ``graph``, ``memory``, ``flops``.
+``walk`` (what runs: free ops, fusions, async wrappers), ``launches`` (``summary``), ``matrix``
+(``matrix_ops``), ``dumps`` (per-pass dumps), ``graph`` (``draw``), ``memory`` (``peak_live_bytes``),
+``flops``, ``pipeline`` (``passes``: the module after every pass that changed it) and ``viewer``
+(``flipbook``: those frames stepped through in one HTML block). Every public name is re-exported here;
+``xlalab.hlo_draw``, ``xlalab.hlo_memory`` and ``xlalab.flops`` remain importable as the same modules as
+``graph``, ``memory`` and ``flops``.
 
 What :func:`summary` counts:
 
@@ -61,14 +64,17 @@ from .dumps import DumpFile, dump_passes, first_pass_creating, list_dump
 from .graph import Drawing, GraphvizMissing, draw, draw_stages
 from .memory import LiveBytes, peak_live_bytes
 from .flops import dot_flops, matrix_flops
+from .pipeline import Change, Decision, Frame, Frames, PassRun, frames_from_dump, passes
+from .viewer import Flipbook, flipbook
 
 __all__ = [
-    "ASYNC_DONE_SUFFIXES", "CONTROL_FLOW", "CORPUS_DIR", "Computation", "DTYPE_BITS", "DTYPE_BYTES", "Drawing",
-    "DumpFile", "ELEMENTWISE", "FAKE_GPU_ENV", "FAKE_GPU_MODULES", "FREE_OPCODES", "GraphvizMissing", "Instruction",
-    "LiveBytes", "MATRIX_OPCODES", "MatrixOp", "Module", "PARTIAL_READ", "STAGES", "Shape", "as_jit", "as_module",
-    "async_wrapped", "dot_flops", "draw", "draw_stages", "dump_passes", "executed_computations", "fake_gpu_module",
-    "first_pass_creating", "fused_instructions", "fusion_of", "hlo_text", "instruction_lines",
-    "is_async_continuation", "is_async_start", "kernel_bytes", "kernel_traffic", "launch_opcode", "list_dump",
-    "matrix_flops", "matrix_ops", "parse", "parse_shape", "peak_live_bytes", "program_category", "read_shape",
-    "summary", "workspace_free",
+    "ASYNC_DONE_SUFFIXES", "CONTROL_FLOW", "CORPUS_DIR", "Change", "Computation", "DTYPE_BITS", "DTYPE_BYTES",
+    "Decision", "Drawing", "DumpFile", "ELEMENTWISE", "FAKE_GPU_ENV", "FAKE_GPU_MODULES", "FREE_OPCODES", "Flipbook",
+    "Frame", "Frames", "GraphvizMissing", "Instruction", "LiveBytes", "MATRIX_OPCODES", "MatrixOp", "Module",
+    "PARTIAL_READ", "PassRun", "STAGES", "Shape", "as_jit", "as_module", "async_wrapped", "dot_flops", "draw",
+    "draw_stages", "dump_passes", "executed_computations", "fake_gpu_module", "first_pass_creating", "flipbook",
+    "frames_from_dump", "fused_instructions", "fusion_of", "hlo_text", "instruction_lines", "is_async_continuation",
+    "is_async_start", "kernel_bytes", "kernel_traffic", "launch_opcode", "list_dump", "matrix_flops", "matrix_ops",
+    "parse", "parse_shape", "passes", "peak_live_bytes", "program_category", "read_shape", "summary",
+    "workspace_free",
 ]

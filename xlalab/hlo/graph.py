@@ -50,6 +50,7 @@ _HIDDEN = FREE_OPCODES - {"parameter"}
 _FILL = {"kLoop": "#dbe9f6", "kInput": "#dcf0dc", "kOutput": "#fbe3c8", "kCustom": "#eadcf4",
          "library": "#eadcf4", "op": "#f2f2f2", "collective": "#f8f0c0"}
 _MARK = "#d62728"       # marked ops (e.g. convert) and highlighted edges
+_CHANGED = "#ff7f0e"    # kernels that a pass just added or grew (xlalab.hlo.flipbook)
 _LIBRARIES = (("__cublas$lt", "cuBLASLt"), ("__cublas", "cuBLAS"), ("__cudnn", "cuDNN"), ("__hipblas", "hipBLAS"),
               ("__miopen", "MIOpen"), ("__rocblas", "rocBLAS"), ("__onednn", "oneDNN"),
               ("__xla_cpu_runtime", "XLA:CPU runtime"))
@@ -219,8 +220,9 @@ class _Builder:
     """Writes the dot text of one module inside a prefix (so two modules can share one graph)."""
 
     def __init__(self, module: Module, prefix: str, *, max_ops: int, show_free: bool,
-                 highlight: EdgePredicate | None, mark: frozenset[str]) -> None:
+                 highlight: EdgePredicate | None, mark: frozenset[str], changed: frozenset[str] = frozenset()) -> None:
         self.module = module
+        self.changed = changed
         self.prefix = prefix
         self.max_ops = max_ops
         self.show_free = show_free
@@ -369,9 +371,12 @@ class _Builder:
                            "cluster": cname, "node": nid, "ops": len(shown),
                            "opcodes": sorted({i.opcode for i in inner} | ({inst.opcode} if fusion is None else set()))})
         fill = _fill(label, k["opcode"])
+        is_changed = inst.name in self.changed
+        self.drawn[-1]["changed"] = is_changed
         self.emit(f"subgraph {_q(cname)} {{", depth)
+        border = _CHANGED if is_changed else ('#555555' if fusion is not None else fill)
         self.emit(f"id={_q(cname)} label=\"\" style=\"rounded,filled\" fillcolor={_q(fill)} "
-                  f"color={_q('#555555' if fusion is not None else fill)} margin=6", depth + 1)
+                  f"color={_q(border)}{' penwidth=4' if is_changed else ''} margin=6", depth + 1)
         head = f"{_trim(inst.name)}\n{label}"
         if fusion is None and label != k["opcode"]:
             head += f" · {_trim(k['opcode'], 16)}"
@@ -509,7 +514,7 @@ def _totals(summary: dict[str, Any], stage: str) -> str:
 
 def _source(modules: list[tuple[Module, str]], *, max_ops: int, show_free: bool,
             highlight: EdgePredicate | None, mark: frozenset[str], title: str | None,
-            rankdir: str) -> tuple[str, list[dict[str, Any]], list[dict[str, Any]]]:
+            rankdir: str, changed: frozenset[str] = frozenset()) -> tuple[str, list[dict[str, Any]], list[dict[str, Any]]]:
     lines = ["digraph hlo {",
              f"  graph [rankdir={rankdir} compound=true newrank=true fontname=\"Helvetica\" nodesep=0.25 ranksep=0.35"
              f"{' label=' + _q(title) + ' labelloc=t fontsize=14' if title else ''}]",
@@ -519,7 +524,8 @@ def _source(modules: list[tuple[Module, str]], *, max_ops: int, show_free: bool,
     edges: list[dict[str, Any]] = []
     for index, (module, stage) in enumerate(modules):
         prefix = f"m{index}_"
-        b = _Builder(module, prefix, max_ops=max_ops, show_free=show_free, highlight=highlight, mark=mark)
+        b = _Builder(module, prefix, max_ops=max_ops, show_free=show_free, highlight=highlight, mark=mark,
+                     changed=changed if index == len(modules) - 1 else frozenset())
         if len(modules) > 1:
             lines.append(f"  subgraph {_q(f'cluster_{prefix}module')} {{")
             lines.append(f"    label={_q(_totals(b.summary, stage))} labelloc=b fontsize=12 style=rounded "
@@ -566,7 +572,7 @@ def _entry_module(module_or_text: Module | str, what: str) -> Module:
 def draw(module_or_text: Module | str, *, before: Module | str | None = None, format: str = "svg",
          max_ops: int = 6, show_free: bool = False, highlight: EdgePredicate | None = None,
          mark: Iterable[str] = (), title: str | None = None, stage: str = "optimized",
-         before_stage: str = "before optimization", rankdir: str = "TB") -> Drawing:
+         before_stage: str = "before optimization", rankdir: str = "TB", changed: Iterable[str] = ()) -> Drawing:
     """Draw one HLO module as a graph of its kernels (fusions, library calls, other launches).
 
     Args:
@@ -582,6 +588,8 @@ def draw(module_or_text: Module | str, *, before: Module | str | None = None, fo
         mark: opcodes to mark in red wherever they are (``mark=("convert",)`` shows where casts landed).
         title: a line above the picture; ``stage``/``before_stage``: the names under each module's totals.
         rankdir: Graphviz's direction, ``"TB"`` (top to bottom, default) or ``"LR"``.
+        changed: names of launching instructions to outline thick and orange (what a pass just added or grew, as
+            :func:`xlalab.hlo.flipbook` draws it); ``.kernels`` entries get ``"changed": True``.
 
     Returns:
         A :class:`Drawing` (``.data`` bytes, ``.source`` dot text, ``.kernels``: one ``{"name", "label",
@@ -608,7 +616,7 @@ def draw(module_or_text: Module | str, *, before: Module | str | None = None, fo
     if before is not None:
         modules.insert(0, (_entry_module(before, "before"), before_stage))
     source, drawn, edges = _source(modules, max_ops=max_ops, show_free=show_free, highlight=highlight,
-                            mark=frozenset(mark), title=title, rankdir=rankdir)
+                            mark=frozenset(mark), title=title, rankdir=rankdir, changed=frozenset(changed))
     data = source.encode() if format == "dot" else _render(source, format)
     return Drawing(source=source, format=format, data=data, kernels=drawn, edges=edges)
 
