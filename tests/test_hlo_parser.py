@@ -436,3 +436,39 @@ def test_bracket_helpers_skip_quoted_text():
     assert hlo._depth_change('backend_config="{\\"k\\": [1') == 0       # an unclosed quote runs to the end
     with pytest.raises(ValueError, match="unbalanced"):
         hlo._match_brackets('(a, ")"', 0, "(", ")")
+
+
+DUS = """HloModule dus
+
+%fused_dus (p0: f32[1024,1024], p1: f32[1,1024], p2: s32[]) -> f32[1024,1024] {
+  %p0 = f32[1024,1024]{1,0} parameter(0)
+  %p1 = f32[1,1024]{1,0} parameter(1)
+  %n = f32[1,1024]{1,0} negate(%p1)
+  %p2 = s32[] parameter(2)
+  %z = s32[] constant(0)
+  ROOT %d = f32[1024,1024]{1,0} dynamic-update-slice(%p0, %n, %p2, %z)
+}
+
+ENTRY %main (buf: f32[1024,1024], row: f32[1,1024], i: s32[]) -> (f32[1024,1024], f32[1024,1024]) {
+  %buf = f32[1024,1024]{1,0} parameter(0)
+  %row = f32[1,1024]{1,0} parameter(1)
+  %i = s32[] parameter(2)
+  %zero = s32[] constant(0)
+  %bare = f32[1024,1024]{1,0} dynamic-update-slice(%buf, %row, %i, %zero)
+  %fused = f32[1024,1024]{1,0} fusion(%bare, %row, %i), kind=kLoop, calls=%fused_dus
+  ROOT %t = (f32[1024,1024]{1,0}, f32[1024,1024]{1,0}) tuple(%bare, %fused)
+}
+"""
+
+
+def test_dynamic_update_slice_is_charged_its_update_not_its_operand():
+    """An in-place update reads and writes the update (4 KiB here), not the 4 MiB buffer it updates (the old
+    count charged 4 MiB read + 4 MiB written per kernel)."""
+    s = hlo.summary(DUS)
+    by_name = {k["name"]: k["bytes"] for k in s["kernel_list"]}
+    row = 1024 * 4
+    assert by_name["bare"] == row + 4 + 4 + row      # update read, two indices read, update written
+    assert by_name["fused"] == row + 4 + row         # the fusion's parameter 0 is the buffer updated in place
+    m = hlo.parse(DUS)
+    reads, written = hlo.kernel_traffic(m, m.entry, m.find("bare"))
+    assert dict(reads)["buf"] == 0 and written == row

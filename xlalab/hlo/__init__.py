@@ -33,8 +33,9 @@ What :func:`summary` counts:
   with ``E(bits)``, as XLA stores it). Not counted: the trailing ``s8``/``u8`` workspace element of a
   cuBLAS/cuDNN custom-call's result. A ``slice``, ``dynamic-slice`` or ``gather`` is charged what it
   reads (its output and its indices), not its whole operand, and so is a fusion parameter that is read
-  only through them (a ``dynamic-update-slice`` is still charged its whole operand and result, which an
-  in-place update does not move). An async operation's data is counted once. An unbounded dynamic
+  only through them. A ``dynamic-update-slice`` (bare, or the root of a fusion updating one of its
+  parameters) writes in place into its operand's buffer: it is charged its update read and written and its
+  indices, nothing for the operand it updates. An async operation's data is counted once. An unbounded dynamic
   dimension makes a launch's bytes unknown (``None``, counted in ``bytes_unknown``); a bounded one
   (``<=8``) counts its bound.
 * **Per step**: ``kernels``, ``kernel_list`` and ``bytes_moved`` count each launch site once (a loop

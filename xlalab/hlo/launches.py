@@ -17,8 +17,9 @@ What :func:`summary` counts:
   with ``E(bits)``, as XLA stores it). Not counted: the trailing ``s8``/``u8`` workspace element of a
   cuBLAS/cuDNN custom-call's result. A ``slice``, ``dynamic-slice`` or ``gather`` is charged what it
   reads (its output and its indices), not its whole operand, and so is a fusion parameter that is read
-  only through them (a ``dynamic-update-slice`` is still charged its whole operand and result, which an
-  in-place update does not move). An async operation's data is counted once. An unbounded dynamic
+  only through them. A ``dynamic-update-slice`` (bare, or the root of a fusion updating one of its
+  parameters) writes in place into its operand's buffer: it is charged its update read and written and its
+  indices, nothing for the operand it updates. An async operation's data is counted once. An unbounded dynamic
   dimension makes a launch's bytes unknown (``None``, counted in ``bytes_unknown``); a bounded one
   (``<=8``) counts its bound.
 * **Per step**: ``kernels``, ``kernel_list`` and ``bytes_moved`` count each launch site once (a loop
@@ -85,6 +86,37 @@ def _partial_reads(module: Module, fusion: Instruction) -> dict[int, int | None]
     return out
 
 
+def _in_place_update(module: Module, inst: Instruction) -> tuple[int, int | None] | None:
+    """For a ``dynamic-update-slice``, or a fusion whose root is one updating a fusion parameter, the operand
+    index of the buffer it updates in place and the bytes of the update; else ``None``.
+
+    XLA gives a dynamic-update-slice's result the buffer of its operand 0 (an in-place input/output pair:
+    ``HloDataflowAnalysis::GetInPlaceInputOutputPairs``), so the kernel reads the update and writes that many
+    bytes; the rest of the operand is neither read nor written.
+    """
+    if inst.opcode == "dynamic-update-slice":
+        comp_shapes = None
+        target, body = inst, None
+    else:
+        fusion = fusion_of(module, inst)
+        body = module.computations.get(fusion.called[0]) if fusion is not None and fusion.called else None
+        target = body.root if body is not None else None
+        if target is None or target.opcode != "dynamic-update-slice":
+            return None
+        comp_shapes = {i.name: i for i in body}
+    if len(target.operands) < 2:
+        return None
+    if comp_shapes is None:
+        return 0, None          # the caller reads the update's size from the entry's shapes
+    base = comp_shapes.get(target.operands[0])
+    while base is not None and base.opcode in ("bitcast", "reshape") and base.operands:
+        base = comp_shapes.get(base.operands[0])
+    update = comp_shapes.get(target.operands[1])
+    if base is None or base.opcode != "parameter" or update is None:
+        return None
+    return base.parameter_number, update.shape.bytes
+
+
 def kernel_traffic(module: Module, comp: Computation, inst: Instruction) -> tuple[list[tuple[str, int | None]], int | None]:
     """What one launch reads and writes: ``([(operand name, bytes read), ...], bytes written)``.
 
@@ -109,6 +141,18 @@ def kernel_traffic(module: Module, comp: Computation, inst: Instruction) -> tupl
     reads: list[tuple[str, int | None]] = []
     if inst.opcode == "recv":
         return reads, written
+    in_place = _in_place_update(module, inst)
+    if in_place is not None:
+        index, update = in_place
+        if update is None:      # a bare dynamic-update-slice: operand 1 is the update
+            update = shapes[inst.operands[1]].bytes if inst.operands[1] in shapes else None
+        fusion = fusion_of(module, inst)
+        partial = _partial_reads(module, fusion) if fusion is not None else {}
+        for k, o in enumerate(inst.operands):
+            if o not in shapes or o in inst.operands[:k]:
+                continue
+            reads.append((o, 0 if k == index else partial[k] if k in partial else shapes[o].bytes))
+        return reads, update
     if opcode in PARTIAL_READ:
         reads.append((operands[0] if operands else "", out_shape.bytes))
         reads += [(o, shapes[o].bytes) for o in operands[1:] if o in shapes]
@@ -126,7 +170,9 @@ def kernel_bytes(module: Module, comp: Computation, inst: Instruction) -> int | 
     """Bytes one launch must move: each distinct operand read once plus the result written once.
 
     A library call's scratch workspace is not counted; a ``slice``, ``dynamic-slice`` or ``gather`` (and
-    a fusion's parameter read only through them) is charged the bytes it reads, not its whole operand;
+    a fusion's parameter read only through them) is charged the bytes it reads, not its whole operand; a
+    ``dynamic-update-slice`` (or a fusion rooted in one) updates its operand in place and is charged its update
+    read and written, not the operand;
     an async start is charged its operands and the result its ``*-done`` returns. ``None`` when a shape
     has an unbounded dynamic dimension.
     """
