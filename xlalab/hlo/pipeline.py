@@ -487,7 +487,13 @@ def passes(fn: Callable, *args: Any, timeout: float = 600, keep: str | os.PathLi
         saved.f = tf.function(python_fn, input_signature=specs)
         # Variables the function reads must be tracked to be saved with it.
         saved.variables_read = list(saved.f.get_concrete_function().variables)
-        tf.saved_model.save(saved, str(work / "saved"))
+        logger = tf.get_logger()
+        level = logger.level
+        logger.setLevel("ERROR")        # "Assets written to ..." is not news
+        try:
+            tf.saved_model.save(saved, str(work / "saved"))
+        finally:
+            logger.setLevel(level)
         env = dict(os.environ)
         env["XLA_FLAGS"] = f"{env.get('XLA_FLAGS', '')} --xla_dump_to={dump} --xla_dump_hlo_pass_re=.*".strip()
         env["TF_CPP_MIN_LOG_LEVEL"] = "0"

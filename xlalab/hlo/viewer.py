@@ -83,6 +83,9 @@ class Flipbook:
     def _repr_html_(self) -> str:
         return self.html
 
+    def __repr__(self) -> str:
+        return f"<Flipbook: {self.frames} frames, {self.drawn} drawn, {self.weight:,} bytes>"
+
     def save(self, path: str) -> None:
         with open(path, "w", encoding="utf-8") as f:
             f.write(f"<!DOCTYPE html>\n<html><head><meta charset='utf-8'><title>XLA passes</title></head>"
