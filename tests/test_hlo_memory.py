@@ -23,3 +23,42 @@ def test_peak_counts_overlapping_buffers_only():
     assert r.parameter_bytes == 4096
     assert r.buffers == 3
 
+
+
+def test_live_curve_peak_is_peak_live_bytes_and_names_the_buffers_alive_there():
+    from xlalab.hlo_memory import live_curve
+
+    curve = live_curve(TEXT)
+    r = peak_live_bytes(TEXT)
+    assert curve.peak_bytes == r.peak_bytes == max(s.live_bytes for s in curve.steps)
+    assert curve.peak_at == r.peak_at == "c" and curve.steps[curve.peak_index].name == "c"
+    assert [(n, b) for n, _, _, b in curve.alive_at_peak] == [("b", 4096), ("c", 4096)]
+    assert [s.live_bytes for s in curve.steps] == [0, 4096, 8192, 8192, 4096, 4096]
+    assert curve.steps[4].note == "view of e" and curve.steps[4].allocated == 0
+
+
+# A loop-free update: u = dynamic-update-slice(z, row, i, 0) where z has no later use writes in place; the output
+# o is aliased to parameter 0 (a variable the step updates), so it writes into that input.
+INPLACE = """HloModule m, is_scheduled=true, input_output_alias={ {0}: (0, {}, may-alias) }
+
+ENTRY %main (v: f32[256,256], row: f32[1,256], i: s32[]) -> (f32[256,256], f32[256,256]) {
+  %v = f32[256,256]{1,0} parameter(0)
+  %row = f32[1,256]{1,0} parameter(1)
+  %i = s32[] parameter(2)
+  %zero = s32[] constant(0)
+  %z = f32[256,256]{1,0} negate(%v)
+  %u = f32[256,256]{1,0} dynamic-update-slice(%z, %row, %i, %zero)
+  %o = f32[256,256]{1,0} add(%v, %v)
+  ROOT %t = (f32[256,256]{1,0}, f32[256,256]{1,0}) tuple(%o, %u)
+}
+"""
+
+
+def test_in_place_update_and_output_into_an_input_allocate_nothing():
+    from xlalab.hlo_memory import live_curve
+
+    curve = live_curve(INPLACE)
+    by = {s.name: s for s in curve.steps}
+    assert by["u"].allocated == 0 and by["u"].note == "in place into z"
+    assert by["o"].allocated == 0 and by["o"].note.startswith("into parameter 0")
+    assert curve.peak_bytes == 256 * 256 * 4 + 4       # z (then u, the same buffer) and the constant index
