@@ -272,3 +272,50 @@ def test_passes_of_a_real_function_start_unoptimized_and_end_optimized(tmp_path)
             assert (fr.passes[-1].pipeline, fr.passes[-1].name) in ran
     assert frames.first_creating("fusion").pass_name == hlo.first_pass_creating(tmp_path, "fusion").after
     assert any(d.kind == "fused" for d in frames.first_creating("fusion").decisions)
+
+
+# ---------------------------------------------------------------------------------------------
+# Fusion across versions: the fusion chapter's table is made from the census file, never typed.
+
+def test_census_table_comes_from_the_file_and_marks_changes(tmp_path):
+    from xlalab.hlo import census
+
+    def run(version, kernels):
+        return {"tensorflow": version, "backend": "XLA:CPU", "machine": {"host": "h", "cpu": "x", "cores": 2},
+                "functions": {name: {"kernels": kernels.get(name, 1), "fusions": 1, "fusions_by_kind": {},
+                                     "bytes": 0} for name in census.FUNCTIONS}}
+
+    path = tmp_path / "fusion.json"
+    path.write_text(__import__("json").dumps({"runs": {"2.10.0 XLA:CPU": run("2.10.0", {"softmax": 6}),
+                                                       "2.9.1 XLA:CPU": run("2.9.1", {})}}))
+    table = census.table(path)
+    assert table.splitlines()[0] == "| function | TF 2.9.1, XLA:CPU | TF 2.10.0, XLA:CPU |"   # version order
+    assert "| softmax | 1 (1) | **6 (1)** |" in table and "| fusion chain | 1 (1) | 1 (1) |" in table
+    assert census.changes(path) == [("softmax", "2.9.1 XLA:CPU", "2.10.0 XLA:CPU")]
+    assert census.table(tmp_path / "missing.json") == ""
+
+
+def test_the_fusion_chapter_table_is_generated_from_the_recorded_census():
+    import json
+
+    repo = Path(__file__).resolve().parent.parent
+    nb = json.loads((repo / "book" / "fusion.ipynb").read_text())
+    cells = {c.get("id"): "".join(c["source"]) for c in nb["cells"]}
+    assert "census.table(census_file)" in cells["fusion-versions"]
+    # No count of the census typed into the chapter's prose: the explanation only glues.
+    assert not re.search(r"\|\s*softmax\s*\|", cells["fusion-versions-explain"])
+    runs = json.loads((repo / "results" / "compat" / "fusion.json").read_text())["runs"]
+    assert runs and all(set(r["functions"]) == set(__import__("xlalab.hlo.census").hlo.census.FUNCTIONS)
+                        for r in runs.values())
+    # make test-compat records every version it runs.
+    assert "xlalab.hlo.census" in (repo / "tests" / "compat_matrix.py").read_text()
+
+
+def test_the_log_layout_of_tensorflow_2_19_is_read_too(tmp_path):
+    """TensorFlow 2.19 and earlier print "date time: I external/.../file.cc:N] msg"; 2.20 and later absl's layout."""
+    old = "\n".join("2026-12-03 20:30:12.292079: I external/local_xla/xla/service/" + line[len(P):]
+                    for line in LOG.splitlines())
+    _write_dump(tmp_path)
+    frames = hlo.frames_from_dump(tmp_path, old)
+    assert [p.name for p in frames[1].passes] == ["algsimp", "dce", "fusion"]
+    assert [d.kind for d in frames[1].decisions] == ["fused", "not fusible", "not fused"]

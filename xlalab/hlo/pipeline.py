@@ -230,7 +230,10 @@ def counters(module: Module | str) -> dict[str, Any]:
 # ---------------------------------------------------------------------------------------------
 # Reading the log.
 
-_LOG_LINE = re.compile(r"^[IWEF]\d{4} [\d:.]+\s+\d+ (?P<file>[\w.]+):\d+\] (?P<msg>.*)$")
+# Two layouts of TensorFlow's C++ log: absl's ("I0000 00:00:1.5  123 file.cc:45] msg", TensorFlow 2.20 and later)
+# and TensorFlow's own ("2026-01-01 00:00:00.000: I external/.../file.cc:45] msg", 2.19 and earlier).
+_LOG_LINE = re.compile(r"^(?:[IWEF]\d{4} [\d:.]+\s+\d+ |\d{4}-\d\d-\d\d [\d:.]+: [IWEF] (?:\S*/)?)"
+                       r"(?P<file>[\w.]+):\d+\] (?P<msg>.*)$")
 _NAME = re.compile(r"%([\w.\-]+) = ")
 
 
