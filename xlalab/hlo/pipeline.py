@@ -15,9 +15,12 @@ XLA's own record of its fusion decisions.
   decisions to a ``*priority_fusion_dump*`` file (``FusionProcessDumpProto``: fusions made, producers ineligible
   and why) whenever dumping is on for that pass; :func:`passes` reads that file when it exists.
 
-``--xla_dump_fusion_visualization`` (in the TensorFlow 2.18 to 2.21 builds) is implemented only for XLA:GPU and needs
-a URL-renderer plugin that TensorFlow does not register, so it writes nothing here; the log and the GPU dump are
-what the installed compiler records.
+What each TensorFlow emits (checked on XLA:CPU with TensorFlow 2.19.1 and 2.21.0): both write the per-pass
+snapshots and log the passes and ``InstructionFusion``'s decisions, 2.19.1 in TensorFlow's own log layout and 2.21.0
+in absl's (both are read). ``--xla_dump_fusion_visualization`` exists in both, but their flag help says it is
+implemented only for XLA:GPU and needs a URL-renderer plugin that TensorFlow does not register, so it writes nothing
+here; the log and XLA:GPU's ``priority_fusion_dump`` are what
+the installed compiler records.
 
 :func:`frames_from_dump` builds the frames from a dump directory and the log, so recorded dumps need no TensorFlow.
 """
