@@ -319,3 +319,10 @@ def test_the_log_layout_of_tensorflow_2_19_is_read_too(tmp_path):
     frames = hlo.frames_from_dump(tmp_path, old)
     assert [p.name for p in frames[1].passes] == ["algsimp", "dce", "fusion"]
     assert [d.kind for d in frames[1].decisions] == ["fused", "not fusible", "not fused"]
+
+
+def test_a_bypassed_operand_is_a_change():
+    rewired = BEFORE.replace("exponential(%m)", "exponential(%p)")
+    change = pipeline.diff(BEFORE, rewired)
+    assert change.rewired == ["e"] and change.highlight == ["e"] and "rewired the operands of e" in change.describe()
+    assert pipeline.diff(BEFORE, SAME).describe().startswith("attributes, layouts or order only")

@@ -87,6 +87,7 @@ class Change:
         fusions_created: names of fusion instructions that are new.
         fusions_grown: names of fusions that now hold more instructions than before.
         copies_inserted: names of new ``copy`` instructions.
+        rewired: names of instructions that kept their opcode but read other operands (a bypassed no-op).
         highlight: names of the instructions to mark in a drawing (new ones and grown fusions).
     """
 
@@ -96,6 +97,7 @@ class Change:
     fusions_grown: list[str] = field(default_factory=list)
     copies_inserted: list[str] = field(default_factory=list)
     highlight: list[str] = field(default_factory=list)
+    rewired: list[str] = field(default_factory=list)
 
     def describe(self) -> str:
         """One line: ``"+2 fusion, -6 add/multiply/...; created fusion.1; grew fusion.2; 1 copy inserted"``."""
@@ -111,7 +113,9 @@ class Change:
         if self.copies_inserted:
             parts.append(f"{len(self.copies_inserted)} copy inserted" if len(self.copies_inserted) == 1
                          else f"{len(self.copies_inserted)} copies inserted")
-        return "; ".join(parts) or "instructions renamed, reordered or re-laid out (no opcode added or removed)"
+        if self.rewired and not (self.added or self.removed):
+            parts.append(f"rewired the operands of {', '.join(self.rewired[:4])}" + (" …" if len(self.rewired) > 4 else ""))
+        return "; ".join(parts) or "attributes, layouts or order only (no instruction added, removed or rewired)"
 
 
 @dataclass
@@ -206,6 +210,10 @@ def _opcodes(module: Module) -> dict[str, str]:
     return {i.name: i.opcode for c in executed_computations(module) for i in c}
 
 
+def _operands(module: Module) -> dict[str, list[str]]:
+    return {i.name: list(i.operands) for c in executed_computations(module) for i in c}
+
+
 def diff(before: Module | str | None, after: Module | str) -> Change:
     """What changed from ``before`` to ``after`` (two versions of one module): see :class:`Change`."""
     after_m = parse(after) if isinstance(after, str) else after
@@ -219,8 +227,10 @@ def diff(before: Module | str | None, after: Module | str) -> Change:
     created = [n for n in new_f if n not in old_f]
     grown = [n for n, k in new_f.items() if n in old_f and k > old_f[n]]
     copies = [n for n, op in new.items() if op == "copy" and old.get(n) != "copy"]
-    highlight = list(dict.fromkeys([n for n, op in new.items() if old.get(n) != op] + grown))
-    return Change(dict(added), dict(removed), created, grown, copies, highlight)
+    old_ops, new_ops = _operands(before_m), _operands(after_m)
+    rewired = [n for n, op in new.items() if old.get(n) == op and old_ops.get(n) != new_ops.get(n)]
+    highlight = list(dict.fromkeys([n for n, op in new.items() if old.get(n) != op] + grown + rewired))
+    return Change(dict(added), dict(removed), created, grown, copies, highlight, rewired)
 
 
 def counters(module: Module | str) -> dict[str, Any]:
@@ -405,6 +415,8 @@ def frames_from_dump(directory: str | os.PathLike, log: str = "", module: str | 
         decisions = [d for e in pending for d in e.decisions] + decisions
         pending.clear()
         module = parse(text)
+        if runs and runs[-1].name == pass_name and runs[-1].pipeline:
+            pipeline = runs[-1].pipeline        # the log spells the pipeline's name as XLA does (spaces kept)
         out.append(Frame(len(out), pipeline, pass_name, text, diff(prev.module if prev else None, module),
                          counters(module), runs, decisions))
 
