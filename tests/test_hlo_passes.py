@@ -326,3 +326,17 @@ def test_a_bypassed_operand_is_a_change():
     change = pipeline.diff(BEFORE, rewired)
     assert change.rewired == ["e"] and change.highlight == ["e"] and "rewired the operands of e" in change.describe()
     assert pipeline.diff(BEFORE, SAME).describe().startswith("attributes, layouts or order only")
+
+
+def test_a_nested_pipeline_hands_back_to_its_parent():
+    log = "\n".join([
+        P + "hlo_pass_pipeline.cc:1] Running HLO pass pipeline on module m: outer",
+        P + "hlo_pass_pipeline.cc:2]   HLO pass inner pipe",
+        P + "hlo_pass_pipeline.cc:1] Running HLO pass pipeline on module m: inner pipe",
+        P + "hlo_pass_pipeline.cc:2]   HLO pass algsimp",
+        P + "hlo_pass_pipeline.cc:9] HLO pass: algsimp time: 5 us (5 us)",
+        P + "hlo_pass_pipeline.cc:9] HLO pass: inner pipe time: 9 us (9 us)",
+        P + "hlo_pass_pipeline.cc:2]   HLO pass fusion",
+    ])
+    runs = [(e.pipeline, e.name) for e in pipeline.read_log(log, "m") if e.kind == "pass"]
+    assert runs == [("outer", "inner pipe"), ("inner pipe", "algsimp"), ("outer", "fusion")]

@@ -272,7 +272,7 @@ def read_log(log: str, module_name: str) -> list[_Event]:
     events: list[_Event] = []
     current: _Event | None = None
     in_module = False
-    pipeline = ""
+    stack: list[str] = []   # pipelines running; a nested one ends with the timing line of the pass named as it
     consumer = ""
     reason = ""
     for line in log.splitlines():
@@ -285,15 +285,20 @@ def read_log(log: str, module_name: str) -> list[_Event]:
             if p:
                 in_module = p.group(1) == module_name
                 if in_module:
-                    pipeline = p.group(2).strip()
-                    events.append(_Event("pipeline", pipeline, pipeline))
+                    stack.append(p.group(2).strip())
+                    events.append(_Event("pipeline", stack[-1], stack[-1]))
                 current = None
                 continue
             if not in_module:
                 continue
+            p = re.match(r"\s*HLO pass: (.+?) time:", msg)
+            if p:
+                if len(stack) > 1 and stack[-1] == p.group(1):
+                    stack.pop()
+                continue
             p = re.match(r"\s*HLO pass (\S+)$", msg)
             if p:
-                current = _Event("pass", pipeline, p.group(1))
+                current = _Event("pass", stack[-1] if stack else "", p.group(1))
                 events.append(current)
                 continue
             p = re.match(r"\s*Module hash (\S+)", msg)
