@@ -296,7 +296,7 @@ def read_log(log: str, module_name: str) -> list[_Event]:
                 if len(stack) > 1 and stack[-1] == p.group(1):
                     stack.pop()
                 continue
-            p = re.match(r"\s*HLO pass (\S+)$", msg)
+            p = re.match(r"\s*HLO pass ([^:\s].*?)\s*$", msg)
             if p:
                 current = _Event("pass", stack[-1] if stack else "", p.group(1))
                 events.append(current)
