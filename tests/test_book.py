@@ -790,3 +790,36 @@ def test_compiler_pictures_are_shown_and_legible(browser: Chromium, server: str)
     browser.evaluate("document.querySelector('.xlalab-hlo-graph svg g.node text').setAttribute('font-size', '40')")
     broken = browser.evaluate(f"{LEGIBLE_JS}({json.dumps('.xlalab-hlo-graph svg')})")
     assert broken["ncut"] >= 1, f"a 40 px label went unnoticed: {broken}"
+
+
+# The pass flipbooks (issue 28): stepped in the built pages, offline, each page under 3 MB.
+FLIPBOOK_JS = r"""
+(() => Array.from(document.querySelectorAll(".xlfb")).map((book) => {
+  const caption = () => {
+    const shown = book.querySelector(".xlfb-frame:not([hidden])");
+    return shown ? shown.querySelector(".xlfb-caption").textContent : "";
+  };
+  const before = caption();
+  book.querySelector(".xlfb-next").click();
+  return {frames: book.querySelectorAll(".xlfb-frame").length, before: before, after: caption(),
+          controls: !book.querySelector(".xlfb-controls").hidden};
+}))()
+"""
+
+
+def test_pass_flipbooks_step_in_the_built_book(browser: Chromium, server: str) -> None:
+    """xla_hlo has one flipbook, fusion two: in each, the next button changes the frame shown and its caption; the
+    pages fetch nothing from another host (the book's own server only) and weigh under 3 MB each."""
+    for page, count in (("book/xla_hlo.html", 1), ("book/fusion.html", 2)):
+        browser.navigate(urllib.parse.urljoin(server, page))
+        got = browser.evaluate(FLIPBOOK_JS)
+        assert len(got) == count, f"{page}: {len(got)} flipbooks, expected {count}"
+        for book in got:
+            assert book["controls"] and book["frames"] >= 2, f"{page}: {book}"
+            assert book["before"] and book["after"] and book["before"] != book["after"], f"{page}: {book}"
+        loaded = browser.evaluate("performance.getEntriesByType('resource').map((r) => r.name)")
+        foreign = [u for u in loaded if not u.startswith((server, "data:", "blob:"))]
+        assert not foreign, f"{page} fetched from elsewhere: {foreign[:5]}"
+        assert browser.evaluate("document.querySelectorAll('.xlfb [src], .xlfb [href], .xlfb link').length") == 0
+        size = (REPO / "_build" / "html" / page).stat().st_size
+        assert size < 3 * 2**20, f"{page} weighs {size:,} bytes"
