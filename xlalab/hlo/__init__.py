@@ -12,7 +12,8 @@ The package's modules: ``parser`` (shapes, instructions, modules), ``source`` (H
 ``walk`` (what runs: free ops, fusions, async wrappers), ``launches`` (``summary``), ``matrix``
 (``matrix_ops``), ``dumps`` (per-pass dumps), ``graph`` (``draw``), ``memory`` (``peak_live_bytes``),
 ``flops``, ``pipeline`` (``passes``: the module after every pass that changed it) and ``viewer``
-(``flipbook``: those frames stepped through in one HTML block). Every public name is re-exported here;
+(``flipbook``: those frames stepped through in one HTML block), and ``census`` (kernel and fusion counts of
+five functions per TensorFlow version). Every public name is re-exported here;
 ``xlalab.hlo_draw``, ``xlalab.hlo_memory`` and ``xlalab.flops`` remain importable as the same modules as
 ``graph``, ``memory`` and ``flops``.
 
