@@ -11,7 +11,7 @@ a snapshot after every pass, and ``list_dump`` names them. ``draw`` pictures a m
 The package's modules: ``parser`` (shapes, instructions, modules), ``source`` (HLO text from TensorFlow),
 ``walk`` (what runs: free ops, fusions, async wrappers), ``launches`` (``summary``), ``matrix``
 (``matrix_ops``), ``dumps`` (per-pass dumps), ``graph`` (``draw``), ``memory`` (``peak_live_bytes``),
-``flops``, ``pipeline`` (``passes``: the module after every pass that changed it) and ``viewer``
+``flops``, ``pipeline`` (``passes``: the module after every pass that changed it), ``viewer``
 (``flipbook``: those frames stepped through in one HTML block), and ``census`` (kernel and fusion counts of
 five functions per TensorFlow version). Every public name is re-exported here;
 ``xlalab.hlo_draw``, ``xlalab.hlo_memory`` and ``xlalab.flops`` remain importable as the same modules as
