@@ -4,8 +4,9 @@
 SVG (the instructions the pass added and the fusions it grew outlined in orange), the pipeline and the pass, what
 changed, running counters (instructions, kernels, bytes moved) and, where XLA recorded them, its fusion decisions.
 Previous/next buttons, a slider and the arrow keys (when the flipbook has focus) step through the frames. The
-script and the style are inline and small; nothing is loaded from anywhere, so the page works offline, in the built
-book, in Jupyter and in Colab. Without scripts the last frame and the list of passes show.
+script and the style are inline and small and nothing is loaded from anywhere, so the page works offline (tested
+in headless Chromium, standalone and in a Jupyter Book page; Jupyter and Colab display the same HTML output, which
+runs inline scripts in a trusted notebook). Without scripts the last frame and the list of passes show.
 """
 
 from __future__ import annotations
