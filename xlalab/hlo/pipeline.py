@@ -506,6 +506,9 @@ def passes(fn: Callable, *args: Any, timeout: float = 600, keep: str | os.PathLi
     try:
         work.mkdir(parents=True, exist_ok=True)
         dump = work if keep is not None else work / "dump"
+        for old in dump.glob("module_*"):   # an earlier run's snapshots would mix with this one's
+            if old.is_file():
+                old.unlink()
         saved = tf.Module()
         saved.f = tf.function(python_fn, input_signature=specs)
         # Variables the function reads must be tracked to be saved with it.
