@@ -403,7 +403,9 @@ def frames_from_dump(directory: str | os.PathLike, log: str = "", module: str | 
         nonlocal pos
         for j in range(pos, len(events)):
             e = events[j]
-            if (after_pass == "pipeline-start" and e.kind == "pipeline" and e.name == snap_pipeline) or \
+            # File names spell a pipeline's spaces as underscores.
+            if (after_pass == "pipeline-start" and e.kind == "pipeline" and
+                re.sub(r"[^\w.\-]", "_", e.name) == snap_pipeline) or \
                     (after_pass != "pipeline-start" and e.kind == "pass" and e.name == after_pass):
                 got, pos = events[pos:j + 1], j + 1
                 return got
