@@ -132,3 +132,134 @@ def test_ratio_verdict_rejects_a_reversed_or_empty_interval():
         bench.ratio_verdict((1.3, 1.1))
     with pytest.raises(ValueError):
         bench.ratio_verdict((float("nan"), 1.0))
+
+
+# ---------------------------------------------------------------------------------------------
+# Verdicts and the stopping rule, forced: a scripted clock that only the variants advance, no real timing.
+
+class ScriptedClock:
+    """A clock that stands still until a variant advances it; ``work(ms, jitter)`` is such a variant."""
+
+    def __init__(self, seed: int = 0) -> None:
+        self.t = 0.0
+        self.rng = np.random.default_rng(seed)
+
+    def __call__(self) -> float:
+        return self.t
+
+    def work(self, ms: float, jitter: float = 0.0):
+        """A variant taking ``ms`` milliseconds, times a uniform factor in [1 - jitter, 1 + jitter]."""
+        def run():
+            self.t += ms * 1e-3 * (1.0 + jitter * self.rng.uniform(-1.0, 1.0))
+        return run
+
+    def cycle(self, *ms: float):
+        """A variant whose calls take ``ms[0]``, ``ms[1]``, ... milliseconds in turn, round and round."""
+        calls = [0]
+
+        def run():
+            self.t += ms[calls[0] % len(ms)] * 1e-3
+            calls[0] += 1
+        return run
+
+
+@pytest.fixture
+def clock(monkeypatch):
+    c = ScriptedClock()
+    monkeypatch.setattr(bench, "_clock", c)
+    return c
+
+
+def test_ratio_verdict_refuses_a_verdict_below_the_minimum_sample_count():
+    assert bench.MIN_VERDICT_SAMPLES == 10
+    for ci in ((1.2, 1.9), (0.3, 0.8)):
+        assert bench.ratio_verdict(ci, n=bench.MIN_VERDICT_SAMPLES - 1) == "indistinguishable"
+        assert bench.ratio_verdict(ci, n=3) == "indistinguishable"
+        assert bench.ratio_verdict(ci, n=bench.MIN_VERDICT_SAMPLES) != "indistinguishable"
+        assert bench.ratio_verdict(ci) == bench.ratio_verdict(ci, n=1000)
+    with pytest.raises(ValueError):
+        bench.ratio_verdict((1.3, 1.1), n=3)   # a malformed interval is an error whatever the count
+
+
+@pytest.mark.parametrize("verdict, words", [("faster", "faster"), ("slower", "slower"),
+                                            ("indistinguishable", "this run cannot tell")])
+def test_verdict_words(verdict, words):
+    assert bench.verdict_words(verdict) == words
+
+
+def test_verdict_words_rejects_an_unknown_verdict():
+    with pytest.raises(ValueError):
+        bench.verdict_words("maybe")
+
+
+def _comparison(n_base: int, n_var: int, ci=(1.5, 2.5)) -> bench.Comparison:
+    timings = {"base": bench.Timing("base", 0.1, [2e-3] * n_base), "var": bench.Timing("var", 0.1, [1e-3] * n_var)}
+    return bench.Comparison("base", timings, {"base": 1.0, "var": 2.0}, {"base": (1.0, 1.0), "var": ci})
+
+
+def test_comparison_verdict_applies_its_own_sample_counts():
+    assert _comparison(3, 3).verdict("var") == "indistinguishable"          # the claims chapter's 3 samples
+    assert _comparison(9, 40).verdict("var") == "indistinguishable"         # the smaller side counts
+    assert _comparison(10, 10).verdict("var") == "faster"
+    assert _comparison(10, 10, ci=(0.4, 0.9)).verdict("var") == "slower"
+    assert _comparison(10, 10, ci=(0.9, 1.2)).verdict("var") == "indistinguishable"
+    assert _comparison(10, 10).describe("var").endswith(": faster")
+    assert _comparison(3, 3).describe("var").endswith(": this run cannot tell")
+    assert _comparison(10, 10).to_dict()["variants"]["var"]["verdict"] == "faster"
+
+
+@pytest.mark.parametrize("base_ms, var_ms, verdict", [(2.0, 1.0, "faster"), (1.0, 2.0, "slower")])
+def test_stopping_rule_stops_once_the_interval_is_decisive(clock, base_ms, var_ms, verdict):
+    c = bench.compare({"base": clock.work(base_ms, 0.3), "var": clock.work(var_ms, 0.3)}, warmup=1,
+                      min_time=0.0, min_rounds=3, target_rel_width=1e-6, max_time=60.0)
+    assert c.stopped == "decided", c.table()
+    assert c.rounds == bench.MIN_VERDICT_SAMPLES   # decisive at the first check, long before the budget
+    assert c.verdict("var") == verdict
+    assert "stopped: every interval is decisive" in c.table()
+
+
+def test_stopping_rule_stops_once_the_interval_is_narrow_even_when_it_cannot_tell(clock):
+    c = bench.compare({"base": clock.work(1.0, 0.01), "var": clock.work(1.0, 0.01)}, warmup=0,
+                      min_time=0.0, target_rel_width=0.05, max_time=60.0)
+    assert c.stopped == "decided"
+    assert c.verdict("var") == "indistinguishable"
+    lo, hi = c.cis["var"]
+    assert bench.relative_width((lo, hi), c.speedups["var"]) < 0.05
+
+
+def test_stopping_rule_runs_out_of_budget_and_cannot_tell(clock):
+    # Two variants alike, each call 0.5 or 1.5 ms in turn: the interval holds 1 and stays wide for 2 s of rounds.
+    c = bench.compare({"base": clock.cycle(0.5, 1.5), "var": clock.cycle(0.5, 1.5)}, warmup=0,
+                      min_time=0.1, target_rel_width=0.001, max_time=2.0, max_rounds=100_000)
+    assert c.stopped == "max_time", c.table()
+    assert 2.0 <= c.elapsed_s < 2.0 + 0.01
+    assert c.verdict("var") == "indistinguishable"
+    assert c.describe("var").endswith("this run cannot tell")
+    assert "stopped: its time budget ran out" in c.table()
+
+
+def test_stopping_rule_keeps_running_past_min_time_until_enough_samples(clock):
+    # After min_time only 4 rounds have run; the rule runs on to MIN_VERDICT_SAMPLES before it may stop.
+    c = bench.compare({"base": clock.work(100.0), "var": clock.work(50.0)}, warmup=0, min_time=1.0, min_rounds=2,
+                      target_rel_width=0.5, max_time=60.0)
+    assert c.stopped == "decided" and c.rounds == bench.MIN_VERDICT_SAMPLES
+    no_rule = bench.compare({"base": clock.work(100.0), "var": clock.work(50.0)}, warmup=0, min_time=1.0,
+                            min_rounds=2)
+    assert no_rule.stopped == "min_time" and no_rule.rounds == 7   # 150 ms a round: 7 rounds reach 1 s
+    assert no_rule.verdict("var") == "indistinguishable"          # 7 samples: too few for a verdict
+    assert "stopped" not in no_rule.table()
+
+
+def test_stopping_rule_respects_max_rounds_and_min_rounds(clock):
+    c = bench.compare({"base": clock.cycle(0.5, 1.5), "var": clock.cycle(0.5, 1.5)}, warmup=0, min_time=0.0,
+                      target_rel_width=1e-6, max_time=1e9, max_rounds=40)
+    assert c.stopped == "max_rounds" and c.rounds == 40
+    short = bench.compare({"base": clock.work(1000.0), "var": clock.work(1000.0)}, warmup=0, min_time=0.0,
+                          min_rounds=6, target_rel_width=0.1, max_time=1.0)
+    assert short.stopped == "max_time" and short.rounds == 6        # min_rounds is a floor under the budget
+    assert short.verdict("var") == "indistinguishable"
+
+
+def test_compare_rejects_a_target_that_is_not_positive():
+    with pytest.raises(ValueError):
+        bench.compare({"a": lambda: 1}, target_rel_width=0)

@@ -20,6 +20,21 @@ from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
+#: The clock every timing here reads (seconds, monotonic). Tests replace it with a scripted clock so that a
+#: stopping rule or a verdict can be forced without timing real code.
+_clock: Callable[[], float] = time.perf_counter
+
+#: The fewest timed samples (of the smaller side) on which :func:`ratio_verdict` says "faster" or "slower".
+#: A percentile-bootstrap interval of a median from fewer samples is not a 95% interval: with n samples the
+#: resampled median takes only a handful of distinct values, so the interval's ends are two of the samples
+#: themselves and its coverage falls well short of its nominal level (Efron and Tibshirani, *An Introduction to
+#: the Bootstrap*, 1993, section 7.3, on the bootstrap of a median from small samples). Below this count a
+#: comparison says "indistinguishable" (the course's "cannot tell").
+MIN_VERDICT_SAMPLES = 10
+
+#: What :func:`verdict_words` prints for each verdict.
+VERDICT_WORDS = {"faster": "faster", "slower": "slower", "indistinguishable": "this run cannot tell"}
+
 
 def _leaves(obj: Any):
     if isinstance(obj, Mapping):
@@ -142,11 +157,11 @@ def _fmt_time(s: float) -> str:
 
 
 def _time_call(fn: Callable, args: Sequence, do_sync: bool) -> float:
-    t0 = time.perf_counter()
+    t0 = _clock()
     out = fn(*args)
     if do_sync:
         sync(out)
-    return time.perf_counter() - t0
+    return _clock() - t0
 
 
 def benchmark(fn: Callable, *args: Any, name: str | None = None, warmup: int = 2, min_time: float = 0.5,
@@ -165,8 +180,8 @@ def benchmark(fn: Callable, *args: Any, name: str | None = None, warmup: int = 2
     for _ in range(warmup):
         _time_call(fn, args, do_sync)
     samples: list[float] = []
-    start = time.perf_counter()
-    while len(samples) < max_repeats and (len(samples) < min_repeats or time.perf_counter() - start < min_time):
+    start = _clock()
+    while len(samples) < max_repeats and (len(samples) < min_repeats or _clock() - start < min_time):
         samples.append(_time_call(fn, args, do_sync))
     return Timing(name or getattr(fn, "__name__", "fn"), first, samples)
 
@@ -184,17 +199,47 @@ def bootstrap_ratio_ci(baseline_s: Sequence[float], variant_s: Sequence[float], 
     return float(lo), float(hi)
 
 
-def ratio_verdict(ci: tuple[float, float]) -> str:
+def ratio_verdict(ci: tuple[float, float], n: int | None = None) -> str:
     """What a speedup interval says: ``"faster"`` (the whole interval above 1), ``"slower"`` (below 1) or
-    ``"indistinguishable"`` (it holds 1), so that prose follows the measurement instead of assuming a direction.
+    ``"indistinguishable"`` (it holds 1, or too few samples: the course's "cannot tell"), so that prose follows
+    the measurement instead of assuming a direction.
 
     ``ci`` is ``(lo, hi)`` of ``median(baseline) / median(variant)``, e.g. ``Comparison.cis[name]`` or
-    :func:`bootstrap_ratio_ci`. Example: ``ratio_verdict((1.2, 1.9)) == "faster"``.
+    :func:`bootstrap_ratio_ci`. ``n``, when given, is the number of timed samples of the smaller side; below
+    :data:`MIN_VERDICT_SAMPLES` the interval is not trusted and the verdict is ``"indistinguishable"`` whatever
+    it holds. Example: ``ratio_verdict((1.2, 1.9)) == "faster"``, ``ratio_verdict((1.2, 1.9), n=3) ==
+    "indistinguishable"``.
     """
     lo, hi = (float(v) for v in ci)
     if not lo <= hi:
         raise ValueError(f"ci={ci!r}: expected (lo, hi) with lo <= hi")
+    if n is not None and int(n) < MIN_VERDICT_SAMPLES:
+        return "indistinguishable"
     return "faster" if lo > 1 else "slower" if hi < 1 else "indistinguishable"
+
+
+def verdict_words(verdict: str) -> str:
+    """The words a lab or chapter prints for a verdict of :func:`ratio_verdict`: ``"faster"``, ``"slower"`` or
+    ``"this run cannot tell"``."""
+    try:
+        return VERDICT_WORDS[verdict]
+    except KeyError:
+        raise ValueError(f"verdict={verdict!r}; expected one of {sorted(VERDICT_WORDS)}") from None
+
+
+def relative_width(ci: tuple[float, float], ratio: float) -> float:
+    """Width of a ratio's interval relative to the ratio: ``(hi - lo) / ratio`` (0.1 means +-5% about it)."""
+    lo, hi = (float(v) for v in ci)
+    return (hi - lo) / float(ratio) if ratio > 0 else float("inf")
+
+
+#: Why :func:`compare` stopped its rounds (``Comparison.stopped``).
+STOP_REASONS = {
+    "min_time": "ran its minimum time (no stopping rule)",
+    "decided": "every interval is decisive or narrower than the target",
+    "max_time": "its time budget ran out",
+    "max_rounds": "it reached its maximum number of rounds",
+}
 
 
 @dataclass
@@ -202,44 +247,98 @@ class Comparison:
     """Interleaved timings of several variants, each against a baseline.
 
     ``speedups[name]`` is ``median(baseline) / median(name)`` (above 1 means faster than the baseline);
-    ``cis[name]`` its bootstrap 95% confidence interval.
+    ``cis[name]`` its bootstrap 95% confidence interval. ``rounds`` interleaved rounds ran in ``elapsed_s``
+    seconds and stopped for ``stopped`` (a key of :data:`STOP_REASONS`); ``target_rel_width`` is the stopping
+    rule's target, ``None`` when the rounds ran for a fixed time.
     """
 
     baseline: str
     timings: dict[str, Timing]
     speedups: dict[str, float]
     cis: dict[str, tuple[float, float]]
+    rounds: int = 0
+    elapsed_s: float = 0.0
+    stopped: str = "min_time"
+    target_rel_width: float | None = None
+
+    def n(self, name: str) -> int:
+        """Timed samples behind ``name``'s speedup: the smaller of its and the baseline's sample counts."""
+        return min(len(self.timings[name].samples_s), len(self.timings[self.baseline].samples_s))
+
+    def verdict(self, name: str) -> str:
+        """:func:`ratio_verdict` of ``name``'s speedup interval with this comparison's own sample count:
+        ``"faster"``, ``"slower"`` or ``"indistinguishable"`` (which prints as "this run cannot tell")."""
+        return ratio_verdict(self.cis[name], n=self.n(name))
+
+    def describe(self, name: str) -> str:
+        """One line on ``name`` against the baseline, its outcome word from :meth:`verdict`, e.g.
+        ``"xla vs graph: 2.31x [2.10, 2.52], n=40: faster"`` or ``"...: this run cannot tell"``."""
+        lo, hi = self.cis[name]
+        return (f"{name} vs {self.baseline}: {self.speedups[name]:.2f}x [{lo:.2f}, {hi:.2f}], n={self.n(name)}: "
+                f"{verdict_words(self.verdict(name))}")
 
     def table(self) -> str:
-        """A fixed-width text table, one row per variant."""
+        """A fixed-width text table, one row per variant; with a stopping rule, a last line says why it stopped."""
         head = f"{'variant':<16} {'first call':>11} {'median':>10} {'IQR':>9} {'n':>5}  speedup vs {self.baseline} [95% CI]"
         rows = [head, "-" * len(head)]
         for name, t in self.timings.items():
             lo, hi = self.cis[name]
             rows.append(f"{name:<16} {_fmt_time(t.first_call_s):>11} {_fmt_time(t.median_s):>10} "
                         f"{_fmt_time(t.iqr_s):>9} {len(t.samples_s):>5}  {self.speedups[name]:.2f}x [{lo:.2f}, {hi:.2f}]")
+        if self.target_rel_width is not None:
+            rows.append(f"{self.rounds} rounds in {_fmt_time(self.elapsed_s)}; stopped: {STOP_REASONS[self.stopped]}")
         return "\n".join(rows)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"baseline": self.baseline,
-                "variants": {n: {**t.to_dict(), "speedup": self.speedups[n], "speedup_ci": list(self.cis[n])}
+        return {"baseline": self.baseline, "rounds": self.rounds, "elapsed_s": self.elapsed_s,
+                "stopped": self.stopped, "target_rel_width": self.target_rel_width,
+                "variants": {n: {**t.to_dict(), "speedup": self.speedups[n], "speedup_ci": list(self.cis[n]),
+                                 "verdict": self.verdict(n)}
                              for n, t in self.timings.items()}}
 
     def __str__(self) -> str:
         return self.table()
 
 
+def _settled(samples: Mapping[str, Sequence[float]], baseline: str, target_rel_width: float) -> bool:
+    """Whether every variant's speedup over ``baseline`` is decided: at least :data:`MIN_VERDICT_SAMPLES`
+    samples, and an interval that is decisive (excludes 1) or narrower than ``target_rel_width``."""
+    base = samples[baseline]
+    for name, s in samples.items():
+        if name == baseline:
+            continue
+        n = min(len(s), len(base))
+        if n < MIN_VERDICT_SAMPLES:
+            return False
+        ci = bootstrap_ratio_ci(base, s)
+        ratio = float(np.median(base) / np.median(s))
+        if ratio_verdict(ci, n=n) == "indistinguishable" and relative_width(ci, ratio) >= target_rel_width:
+            return False
+    return True
+
+
 def compare(variants: Mapping[str, Callable], *args: Any, baseline: str | None = None, warmup: int = 2,
-            min_time: float = 1.0, min_rounds: int = 5, max_rounds: int = 500, seed: int = 0) -> Comparison:
+            min_time: float = 1.0, min_rounds: int = 5, max_rounds: int = 500, seed: int = 0,
+            target_rel_width: float | None = None, max_time: float | None = None) -> Comparison:
     """Time several variants of one computation interleaved, so that drift hits all of them alike.
 
     Each variant is called as ``fn(*args)``. Every variant's first call is timed apart, then each is
     warmed up, then rounds run every variant once in a shuffled order until ``min_time`` seconds
     have passed (at least ``min_rounds``). The baseline defaults to the first variant.
 
+    The stopping rule: with ``target_rel_width`` set, rounds go on after ``min_time`` until every variant's
+    speedup is decided (:data:`MIN_VERDICT_SAMPLES` samples at least, and a bootstrap interval that excludes 1
+    or whose width relative to the speedup is below ``target_rel_width``), or ``max_time`` seconds of rounds
+    have passed (default ``max(10 * min_time, 5.0)``), or ``max_rounds``. The intervals are checked after
+    rounds 10, 12, 15, 18, ... (a quarter more each time), so that the bootstrap costs little beside the timing.
+    Each look at an interval is a chance to stop on a fluke, so stopping at the first decisive one makes a false
+    "faster" or "slower" somewhat more likely than the 5% of one fixed-length run; the geometric schedule keeps the
+    looks few (about 20 between 10 and 1,000 rounds).
+    ``max_time`` without a target caps ``min_time``. ``Comparison.stopped`` records why the rounds ended.
+
     Example:
-        >>> c = compare({"graph": graph_fn, "xla": xla_fn}, x)
-        >>> print(c.table())
+        >>> c = compare({"graph": graph_fn, "xla": xla_fn}, x, target_rel_width=0.1, max_time=20)
+        >>> print(c.table(), c.describe("xla"))
     """
     names = list(variants)
     if not names:
@@ -247,6 +346,10 @@ def compare(variants: Mapping[str, Callable], *args: Any, baseline: str | None =
     baseline = baseline or names[0]
     if baseline not in variants:
         raise KeyError(f"baseline {baseline!r} is not one of {names}")
+    if target_rel_width is not None and not target_rel_width > 0:
+        raise ValueError(f"target_rel_width={target_rel_width!r}: expected a positive number")
+    if max_time is None:
+        max_time = max(10 * min_time, 5.0) if target_rel_width is not None else float("inf")
     first = {n: _time_call(variants[n], args, True) for n in names}
     for _ in range(warmup):
         for n in names:
@@ -254,18 +357,39 @@ def compare(variants: Mapping[str, Callable], *args: Any, baseline: str | None =
     samples: dict[str, list[float]] = {n: [] for n in names}
     order = names[:]
     rng = random.Random(seed)
-    start = time.perf_counter()
+    start = _clock()
     rounds = 0
-    while rounds < max_rounds and (rounds < min_rounds or time.perf_counter() - start < min_time):
+    next_check = MIN_VERDICT_SAMPLES
+    stopped = "min_time"
+    while True:
+        if rounds >= max_rounds:
+            stopped = "max_rounds"
+            break
+        if rounds >= min_rounds:
+            elapsed = _clock() - start
+            if elapsed >= max_time:
+                stopped = "max_time"
+                break
+            if elapsed >= min_time:
+                if target_rel_width is None:
+                    stopped = "min_time"
+                    break
+                if rounds >= next_check:
+                    next_check = max(rounds + 1, int(rounds * 1.25))
+                    if _settled(samples, baseline, target_rel_width):
+                        stopped = "decided"
+                        break
         rng.shuffle(order)
         for n in order:
             samples[n].append(_time_call(variants[n], args, True))
         rounds += 1
+    elapsed = _clock() - start
     timings = {n: Timing(n, first[n], samples[n]) for n in names}
     base_median = timings[baseline].median_s
     speedups = {n: base_median / timings[n].median_s for n in names}
     cis = {n: bootstrap_ratio_ci(samples[baseline], samples[n]) for n in names}
-    return Comparison(baseline, timings, speedups, cis)
+    return Comparison(baseline, timings, speedups, cis, rounds=rounds, elapsed_s=elapsed, stopped=stopped,
+                      target_rel_width=target_rel_width)
 
 
 class DelayedResult:
