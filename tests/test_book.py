@@ -8,8 +8,11 @@ every page in ``_toc.yml`` loads without JavaScript errors, that every image on 
 and decodes, that every internal link of every built HTML file resolves, and that the search page finds
 "fusion"; it saves screenshots of three pages to ``_build/screenshots/``.
 
-``XLALAB_BOOK_OUT`` (a folder) builds into ``$XLALAB_BOOK_OUT/_build`` instead of the repository's
-``_build``, so that a developer can test without touching a build someone else is using.
+The test suite's build never feeds the published one (review s4, item 3): it builds into
+``_build/test-book/_build`` (HTML, and jupyter-cache's executions in ``_build/test-book/_build/.jupyter_cache``) with
+the measured CPU roofs cached in ``_build/test-book/xlalab-cache``, while ``make book`` executes into ``_build`` with
+caches of its own. ``XLALAB_BOOK_OUT`` (a folder) builds into ``$XLALAB_BOOK_OUT/_build`` instead, so that a developer
+can test without touching a build someone else is using.
 """
 
 from __future__ import annotations
@@ -34,7 +37,8 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
-OUT = Path(os.environ["XLALAB_BOOK_OUT"]).resolve() if os.environ.get("XLALAB_BOOK_OUT") else REPO
+OUT = (Path(os.environ["XLALAB_BOOK_OUT"]).resolve() if os.environ.get("XLALAB_BOOK_OUT")
+       else REPO / "_build" / "test-book")
 BUILD = OUT / "_build"
 HTML = BUILD / "html"
 SCREENSHOTS = BUILD / "screenshots"
@@ -58,9 +62,16 @@ def _build(timeout: float) -> tuple[int, float, str]:
     cmd = [*_jupyter_book(), "build", ".", "-W", "-n", "--keep-going"]
     if OUT != REPO:
         cmd += ["--path-output", str(OUT)]
+    env = {**os.environ, **_build_env()}
     t0 = time.perf_counter()
-    done = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=timeout)
+    done = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=timeout, env=env)
     return done.returncode, time.perf_counter() - t0, done.stdout + done.stderr
+
+
+def _build_env() -> dict[str, str]:
+    """What the test build changes in its environment: its own roof cache, and a label the intro page prints."""
+    return {"XLALAB_CACHE": str(OUT / "xlalab-cache"),
+            "XLALAB_BUILD": "built by the test suite (tests/test_book.py, beside other tests)"}
 
 
 @pytest.fixture(scope="module")
