@@ -1066,3 +1066,15 @@ def test_s4_test_build_keeps_its_own_caches() -> None:
     make = (REPO / "Makefile").read_text()
     rule = re.search(r"^book:.*\n((?:\t.*\n)+)", make, re.M)
     assert rule and "XLALAB_CACHE=" in rule.group(1) and "XLALAB_BUILD=" in rule.group(1), "make book sets no cache"
+
+
+def test_s4_glue_audit_on_built_pages(built_book: dict[str, float]) -> None:
+    """Item 1: every audited sentence (tests/test_glue_audit.py, AUDIT) states the outcome its printed values give,
+    and would change if the value crossed to the other side."""
+    sys.path.insert(0, str(Path(__file__).parent))
+    import test_glue_audit
+
+    checked, problems = test_glue_audit.check_built_pages(_page_text, _page_all_text)
+    print(f"{checked} audited sentences checked on the built book ({len(test_glue_audit.AUDIT)} patterns)")
+    assert checked >= len([e for e in test_glue_audit.AUDIT if not e.optional]), checked
+    assert not problems, "\n".join(problems)
