@@ -923,7 +923,7 @@ def r4_gap_problems(prose: str) -> list[str]:
     rounding = 0.05 / ratio + 0.005 / f_xla + 0.005 / f_graph
     if abs(product - ratio * f_xla / f_graph) > (rounding + 0.005) * product + 0.005:
         problems.append(f"identity does not add up: {m.group(0)}")
-    s = re.search(r"XLA ran the chain " + NUM + "× as fast", prose)
+    s = re.search(r"XLA ran the chain " + NUM + " ?× as fast", prose)
     if s and abs(_num(s.group(1)) - product) > 0.03 * product + 0.01:
         problems.append(f"the identity gives {product}, the measured speedup is {s.group(1)}")
     stories = {"above its bound": "Graph mode ran faster than its unfused bytes allow",
