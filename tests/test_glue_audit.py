@@ -187,7 +187,7 @@ CI3 = r"\[" + NUM + ", " + NUM + r"\]"
 
 AUDIT: list[Entry] = [
     Entry("measuring", ("speedup_xla_lo", "speedup_xla_hi", "cmp_rounds", "xla_chain_verdict"),
-          r"XLA ran the chain " + NUM + r" ?× as fast \(95% CI " + NUM + " to " + NUM + r"\) and eager " + NUM + r"× \(CI "
+          r"XLA ran the chain " + NUM + r" ?× as fast \(95% CI " + NUM + " to " + NUM + r"\) and eager " + NUM + r" ?× \(CI "
           + NUM + " to " + NUM + r"\), over (\d+) rounds: by the rule above, XLA was (faster than graph mode|slower than "
           r"graph mode|not measurably different from graph mode \(cannot tell\))",
           lambda m: {"lo": _num(m.group(2)), "hi": _num(m.group(3)), "n": int(m.group(7))},
