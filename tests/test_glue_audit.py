@@ -410,7 +410,7 @@ COMPUTED_NOT_MEASURED = {
     "eager_tail": "skew of the samples printed beside it", "bug_copy_verdict": "audited", "roof_words": "audited",
     "graph_gap_verdict": "audited", "xla_chain_verdict": "audited", "mp_tf32_default": "TensorFlow setting",
     "mp_device_story": "backend", "mp_{key}_word_{mode}": "interval verdict (interval in the table above it)",
-    "mp_bf16_xla_story": "structure of the module", "mp_draw_convert_alone": "structure", "mp_draw_note": "fake GPU",
+    "mp_bf16_xla_story": "structure of the module", "mp_draw_convert_alone": "structure", "mp_draw_round_trips": "structure of the module", "mp_draw_note": "fake GPU",
     "mp_auto_jit_story": "backend", "mp_acc_seq16_word": "float16 arithmetic (deterministic)",
     "mp_acc_xla": "float16 arithmetic (deterministic)", "mp_onednn_source": "TensorFlow setting",
     "trace_device": "backend", "xla_vs_graph": "audited", "graph_onednn_note": "backend",
