@@ -641,11 +641,12 @@ def test_s3_n17_case_study_speedups_carry_their_interval(built_book: dict[str, f
     import re
 
     text = _page_text("case_studies")
-    found = re.findall(r"x the graph-mode speed under XLA \(95% CI \[" + NUM + ", " + NUM + r"\]: ([a-z ]+?) graph mode\)",
-                       text)
+    found = re.findall(r"x the graph-mode speed under XLA \(95% CI \[" + NUM + ", " + NUM + r"\], (\d+) samples per variant: "
+                       r"([a-z ]+?) graph mode\)", text)
     assert len(found) == 2, f"case_studies.html: expected the ResNet and Transformer intervals, found {found}"
-    for lo, hi, word in found:
-        assert word == _ci_verdict(_num(lo), _num(hi), "faster than", "slower than", "not measurably different from")
+    for lo, hi, n, word in found:    # review s4 item 2: no verdict from fewer than 10 samples per variant
+        assert word == ("too few samples to tell it from" if int(n) < 10 else
+                        _ci_verdict(_num(lo), _num(hi), "faster than", "slower than", "not measurably different from"))
 
 
 def test_s3_n18_attention_verdict_from_three_digit_interval(built_book: dict[str, float]) -> None:
