@@ -101,10 +101,16 @@ def read_submission(path: Path, lab: Lab) -> Any:
 
 
 def expand_submissions(paths: Iterable[str | Path], lab_name: str) -> list[tuple[str, Path]]:
-    """``(student, notebook path)`` for each submission argument (a notebook, or a folder of them)."""
+    """``(student, notebook path)`` for each submission argument (a notebook, or a folder of them).
+
+    A symbolic link named here, by the instructor, is followed (a class folder kept elsewhere); links *inside*
+    a folder are not (they become rows that say so). A notebook named after the lab (``handin/ann/lab01_timing.ipynb``,
+    as a shell glob gives them) is the student of its folder, ``ann``.
+    """
     out: list[tuple[str, Path]] = []
-    for p in map(Path, paths):
-        if p.is_dir() and not p.is_symlink():
+    for given in map(Path, paths):
+        p = Path(os.path.realpath(given)) if given.is_symlink() else given
+        if p.is_dir():
             for child in sorted(p.iterdir()):
                 if child.name.startswith("."):
                     continue
@@ -117,7 +123,11 @@ def expand_submissions(paths: Iterable[str | Path], lab_name: str) -> list[tuple
                     pick = [n for n in nbs if n.stem == lab_name] or nbs
                     out.append((printable(child.name), pick[0] if pick else child / f"{lab_name}.ipynb"))
         else:
-            out.append((printable(p.stem), p))
+            name = given.stem   # the name the instructor gave (a link's own name, not its target's)
+            folder = Path(os.path.abspath(given)).parent.name
+            if name == lab_name and folder:
+                name = folder
+            out.append((printable(name), p))
     return _distinct_names(out)
 
 
