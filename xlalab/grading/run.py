@@ -182,6 +182,10 @@ class RunOutcome:
     log_tail: str
     leftover: list[str] = field(default_factory=list)   # processes the notebook left (jail only)
     cpu_seconds: float | None = None                      # CPU time of pytest and the kernel (jail only)
+    memory_jail: bool = False         # --memory-gb held for the whole jail (a memory cgroup), not per process only
+    memory_note: str = ""             # why not, where it did not
+    memory_peak: int | None = None    # the jail's peak memory in bytes (cgroup), where the kernel says
+    memory_kills: int = 0             # processes the kernel killed at the jail's memory limit
 
 
 def read_private(path: Path, limit: int = 64 * 2**20) -> bytes:
@@ -260,6 +264,9 @@ def run_notebook(nb: Any, work: Path, priv: Path, nb_path: Path, *, cell_timeout
         cmd = sandbox_mod.command(box, cmd, readonly=[priv], scratch=[work], cwd=work, env=child_env)
     else:
         child_env = _child_env(env)
+    cgroup, memory_note = sandbox_mod.memory_cgroup(limit)   # the whole jail under --memory-gb, where possible
+    if cgroup is not None:
+        cmd = cgroup.wrap(cmd)
     chunks: list[bytes] = []
 
     def drain() -> None:
@@ -293,6 +300,9 @@ def run_notebook(nb: Any, work: Path, priv: Path, nb_path: Path, *, cell_timeout
         for fd in (out_w, in_fd):
             if fd >= 0:
                 os.close(fd)
+        peak, kills = cgroup.report() if cgroup is not None else (None, 0)
+        if cgroup is not None:
+            cgroup.remove()
     reader.join(timeout=5)   # without the jail a process the notebook left may hold the pipe: do not wait on it
     os.close(out_r) if not reader.is_alive() else None
     records = _parse_lines(b"".join(chunks).decode("utf-8", errors="replace").splitlines())
@@ -310,4 +320,5 @@ def run_notebook(nb: Any, work: Path, priv: Path, nb_path: Path, *, cell_timeout
     cpu = after.get("cpu") if isinstance(after.get("cpu"), (int, float)) else None
     guard_lines = [x for x in after.get("guard", []) if isinstance(x, str)] \
         if isinstance(after.get("guard"), list) else []
-    return RunOutcome(plugin, _parse_lines(guard_lines), timed_out, proc.returncode, tail, left, cpu)
+    return RunOutcome(plugin, _parse_lines(guard_lines), timed_out, proc.returncode, tail, left, cpu,
+                      memory_jail=cgroup is not None, memory_note=memory_note, memory_peak=peak, memory_kills=kills)
