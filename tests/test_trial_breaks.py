@@ -91,3 +91,34 @@ def test_a_hand_in_named_after_the_lab_takes_its_folder_name(tmp_path):
     assert [n for n, _ in expand_submissions(paths, "lab90_sample")] == ["ann", "bob"]
     other = _lab_file(tmp_path / "handin" / "cid", "my_work.ipynb")
     assert [n for n, _ in expand_submissions([other], "lab90_sample")] == ["my_work"]
+
+
+def test_a_hard_link_to_the_source_is_refused_and_a_byte_copy_is_flagged(tmp_path):
+    """Break: a hard link to the private source (a tar unpacked with Python's defaults makes one) is a regular
+    file: it earned 20/20 with the model answers filed as the student's. It is refused (same device and inode as
+    a source file), its answers are not read; a hand-in whose bytes equal a source notebook's is flagged."""
+    import shutil
+
+    from conftest import make_answers_root, MODEL_WHY, SAMPLE
+    from xlalab import grade
+
+    (tmp_path / "repo").mkdir()
+    root = make_answers_root(tmp_path / "repo")
+    src = root / "solutions" / f"{SAMPLE}.ipynb"
+    subs = tmp_path / "subs"
+    subs.mkdir()
+    os.link(src, subs / "linked.ipynb")
+    shutil.copyfile(src, subs / "copied.ipynb")
+    out = tmp_path / "out"
+    rows = {r.student: r for r in grade.grade_submissions(src, [subs], out, sandbox="none", cell_timeout=30,
+                                                          timeout=60, memory_gb=3, quiet=True)}
+    linked, copied = rows["linked"], rows["copied"]
+    assert linked.state == "not graded" and "the same file as the instructor's source" in linked.status
+    assert linked.auto == 0 and all(a.state == "missing" for a in linked.answers), linked.answers
+    answers = (out / "answers" / SAMPLE / "p2-why.md").read_text(encoding="utf-8")
+    assert answers.count("MODEL-SECRET") == 2, "the model answer once at the top, once in the byte copy's answer"
+    assert MODEL_WHY in answers
+    assert [f.kind for f in copied.faults if f.kind == "copy of the source"] == ["copy of the source"]
+    assert "byte for byte the instructor's source" in copied.status
+    report = (out / "report.html").read_text(encoding="utf-8")
+    assert "byte for byte the instructor&#x27;s source" in report

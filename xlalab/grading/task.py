@@ -61,7 +61,8 @@ def grade_one(lab: Lab, student: str, path: Path, *, cell_timeout: float = 600, 
         box = sandbox if isinstance(sandbox, sandbox_mod.Sandbox) else sandbox_mod.resolve(sandbox)
         row.sandbox = box.kind
         try:
-            sub = read_submission(Path(path), lab)
+            copied: list[str] = []
+            sub = read_submission(Path(path), lab, copied)
         except Unreadable as err:
             zero = zero_row(lab, student, f"not graded: {err}", str(path))
             row.checks, row.status, row.state, row.faults = zero.checks, zero.status, zero.state, zero.faults
@@ -102,7 +103,10 @@ def grade_one(lab: Lab, student: str, path: Path, *, cell_timeout: float = 600, 
             [Fault("memory per process", f"--memory-gb held per process only: {outcome.memory_note}")]
         if memory:
             row.status += f"; memory limited per process only ({outcome.memory_note})"
-        row.faults = faults_mod.merge(run_faults(lab, outcome, timeout) + faults_mod.row_faults(row) + memory)
+        copy = [Fault("copy of the source", c) for c in copied]
+        if copied:
+            row.status += "; " + copied[0]
+        row.faults = faults_mod.merge(run_faults(lab, outcome, timeout) + faults_mod.row_faults(row) + memory + copy)
     except Exception as err:  # the grader itself failed on this submission: record it, go on
         zero = zero_row(lab, student, f"not graded: grader error ({type(err).__name__}: {str(err)[:200]})")
         row.checks, row.status, row.state, row.faults = zero.checks, zero.status, zero.state, zero.faults
