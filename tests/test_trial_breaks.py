@@ -122,3 +122,78 @@ def test_a_hard_link_to_the_source_is_refused_and_a_byte_copy_is_flagged(tmp_pat
     assert "byte for byte the instructor's source" in copied.status
     report = (out / "report.html").read_text(encoding="utf-8")
     assert "byte for byte the instructor&#x27;s source" in report
+
+
+def _surrogate_class(tmp_path):
+    """The similarity class of tests/similarity_class.py, ben's copy holding a lone surrogate (``\\ud800`` in
+    the JSON) in his own cell and his written answer."""
+    from conftest import SAMPLE, make_answers_root, released
+    from similarity_class import class_notebooks
+
+    (tmp_path / "repo").mkdir()
+    root = make_answers_root(tmp_path / "repo")
+    subs = tmp_path / "subs"
+    subs.mkdir()
+    for name, nb in class_notebooks(released(root)).items():
+        text = json.dumps(nb)
+        if name == "ben":
+            text = text.replace("test_scale_by_hand():", "test_scale_by_hand():  # \\ud800")
+            text = text.replace("Floating-point addition", "Floating-point \\ud800 addition")
+            assert text.count("\\ud800") == 2
+        (subs / f"{name}.ipynb").write_text(text, encoding="utf-8")
+    return root / "solutions" / f"{SAMPLE}.ipynb", subs
+
+
+def test_a_lone_surrogate_in_a_flagged_hand_in_stops_no_class_output(tmp_path):
+    """Break: one lone surrogate in a flagged hand-in stopped report.html for the whole class (the pair's cells
+    side by side), and that student's working hand-in became "not graded"."""
+    from xlalab.grading import classreport, similarity
+    from xlalab.grading.lab import load_lab
+    from xlalab.grading.submissions import parse_json, read_handin
+    from xlalab.grading.task import grade_one
+
+    src, subs = _surrogate_class(tmp_path)
+    lab = load_lab(src)
+    # The readers hand on no surrogate: the grading run, the answers and the similarity all read through them.
+    owns = [similarity.own_of(lab, p.stem, parse_json(read_handin(p))) for p in sorted(subs.glob("*.ipynb"))]
+    assert "\ufffd" in json.dumps(owns[1].to_dict(), ensure_ascii=False), owns[1]
+    row = grade_one(lab, "ben", subs / "ben.ipynb", cell_timeout=30, timeout=60, memory_gb=3, sandbox="none")
+    assert row.state == "graded" and row.auto == lab.max_auto, row.status
+    # And the report survives a surrogate that reached the spool some other way (an older grader's copy).
+    owns[1].code.append(("smuggled", "x = 1  # \ud800"))
+    out = tmp_path / "out"
+    out.mkdir()
+    similarity.save(out, owns)
+    rows = [row] + [classreport.Row(o.student, lab.name, lab.maximum) for o in owns if o.student != "ben"]
+    path = classreport.write_report(lab, rows, out)
+    text = path.read_text(encoding="utf-8")
+    assert "ana" in text and "ben" in text and "Similar hand-ins" in text and 'id="similar"' in text
+
+
+def test_the_graders_own_work_on_a_hand_in_of_130000_cells_is_bounded(tmp_path):
+    """Break: 130,000 Markdown cells (9.7 MB) cost 67 s in the grader's own process, outside --timeout and the
+    jail. A hand-in of more than MAX_CELLS cells is refused at reading, before any per-cell work."""
+    import time
+
+    from conftest import SAMPLE, make_answers_root, released
+    from xlalab.grading import answers as answers_mod, similarity
+    from xlalab.grading.lab import load_lab
+    from xlalab.grading.submissions import MAX_CELLS
+    from xlalab.grading.task import grade_one
+
+    (tmp_path / "repo").mkdir()
+    root = make_answers_root(tmp_path / "repo")
+    lab = load_lab(root / "solutions" / f"{SAMPLE}.ipynb")
+    nb = json.loads(json.dumps(released(root)))
+    nb["cells"] += [{"cell_type": "markdown", "id": f"m{i}", "metadata": {}, "source": f"cell {i} of many"}
+                    for i in range(130_000)]
+    path = tmp_path / "many.ipynb"
+    path.write_text(json.dumps(nb), encoding="utf-8")
+    assert path.stat().st_size > 9 * 2**20
+    start = time.monotonic()
+    row = grade_one(lab, "many", path, cell_timeout=30, timeout=60, memory_gb=3, sandbox="none")
+    similarity.collect(lab, "many", path)
+    answers_mod.collect(lab, path)
+    took = time.monotonic() - start
+    assert row.state == "not graded" and f"more than the {MAX_CELLS}" in row.status, row.status
+    assert took < 10, f"the grader's own work on one hand-in took {took:.1f} s"

@@ -328,5 +328,7 @@ def write_report(lab: Lab, rows: list[Row], out: str | Path, *, threshold: float
     from xlalab.grading.gradebook import _atomic_write
 
     path = Path(out) / "report.html"
-    _atomic_write(path, page(summary, rows).encode("utf-8"))   # a fresh file, never through a planted link
+    # A fresh file, never through a planted link; a character UTF-8 cannot hold (a lone surrogate some hand-in
+    # smuggled past the readers) is written escaped, never stops the class's page.
+    _atomic_write(path, page(summary, rows).encode("utf-8", errors="backslashreplace"))
     return path

@@ -23,6 +23,11 @@ from xlalab.grading.lab import Lab
 from xlalab.grading.notebook import parse_header
 
 MAX_BYTES = 50 * 2**20   # the largest hand-in read (a notebook with its outputs); larger ones are refused
+# The most cells a hand-in may have (the labs have 37-55; a student's extra cells are welcome up to this): the
+# grader's own work on a hand-in (validating, comparing, similarity) grows with its cells and runs outside the jail
+# and --timeout, so a hand-in of 130,000 Markdown cells must not cost a minute there.
+MAX_CELLS = 2000
+_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 SOURCE_FILES_LIMIT = 20_000   # files of the source folder whose identity is taken (a folder of a few labs)
@@ -127,17 +132,50 @@ def read_handin(path: str | Path, limit: int = MAX_BYTES) -> bytes:
 
 
 def parse_json(raw: bytes) -> Any:
-    """JSON of a hand-in; raise :class:`Unreadable` (not UTF-8, bad JSON, nested too deeply)."""
+    """JSON of a hand-in, every lone surrogate of its strings (``"\ud800"``, which no UTF-8 file can hold)
+    replaced by U+FFFD, so that nothing read from a hand-in can stop a file the grader writes; raise
+    :class:`Unreadable` (not UTF-8, bad JSON, nested too deeply, more than :data:`MAX_CELLS` cells)."""
     if not raw.strip():
         raise Unreadable("empty file")
     try:
-        return json.loads(raw.decode("utf-8"))
+        data = json.loads(raw.decode("utf-8"))
     except UnicodeDecodeError:
         raise Unreadable("not a text file (not UTF-8)") from None
     except json.JSONDecodeError as err:
         raise Unreadable(f"not valid JSON (line {err.lineno}: {err.msg}); not a notebook") from None
     except RecursionError:
         raise Unreadable("not a notebook (JSON nested too deeply)") from None
+    if isinstance(data, dict) and isinstance(data.get("cells"), list) and len(data["cells"]) > MAX_CELLS:
+        raise Unreadable(f"{len(data['cells'])} cells, more than the {MAX_CELLS} a hand-in may have (the lab has "
+                         "about 50)")
+    # A lone surrogate can come only from a JSON escape (UTF-8 cannot hold one): \uD800 to \uDFFF.
+    return _without_surrogates(data) if re.search(rb"\\[uU][dD][89abAB]", raw) else data
+
+
+def _without_surrogates(data: Any) -> Any:
+    """``data`` (parsed JSON) with lone surrogates in its strings and keys replaced by U+FFFD (no recursion:
+    the depth is what json.loads accepted)."""
+    def fix(x: Any) -> Any:
+        return _SURROGATE.sub("\ufffd", x) if isinstance(x, str) else x
+
+    root = [fix(data)]
+    stack: list[Any] = [root]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, list):
+            for i, v in enumerate(node):
+                node[i] = fix(v)
+                if isinstance(node[i], (list, dict)):
+                    stack.append(node[i])
+        elif isinstance(node, dict):
+            for k in list(node):
+                v, key = fix(node[k]), fix(k)
+                if key != k:
+                    del node[k]
+                node[key] = v
+                if isinstance(v, (list, dict)):
+                    stack.append(v)
+    return root[0]
 
 
 def read_submission(path: Path, lab: Lab, flags: list[str] | None = None) -> Any:
