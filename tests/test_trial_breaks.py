@@ -197,3 +197,72 @@ def test_the_graders_own_work_on_a_hand_in_of_130000_cells_is_bounded(tmp_path):
     took = time.monotonic() - start
     assert row.state == "not graded" and f"more than the {MAX_CELLS}" in row.status, row.status
     assert took < 10, f"the grader's own work on one hand-in took {took:.1f} s"
+
+
+FLOOD = """import threading, time
+k = get_ipython().kernel
+def flood():   # well-formed messages of another parent, without end, on the kernel's own socket
+    while True:
+        k.session.send(k.iopub_socket, "stream", {"name": "stdout", "text": "x"}, parent={"header": {"msg_id": "x"}})
+threading.Thread(target=flood, daemon=True).start()
+time.sleep(1000)
+"""
+
+
+def test_a_kernel_flooding_its_own_sockets_is_stopped_at_the_cell_timeout(tmp_path):
+    """Break: a kernel writing to its own ZMQ sockets wedged pytest past the cell timeout and the kernel's death,
+    up to the notebook's limit (here 120 s). The watchdog fails the cell within a second of its timeout."""
+    import time
+
+    from conftest import SAMPLE, answered, insert_after, make_lab_root
+    from xlalab.grading.lab import load_lab
+    from xlalab.grading.task import grade_one
+
+    (tmp_path / "repo").mkdir()
+    root = make_lab_root(tmp_path / "repo")
+    lab = load_lab(root / "solutions" / f"{SAMPLE}.ipynb")
+    path = tmp_path / "flood.ipynb"
+    path.write_text(json.dumps(insert_after(answered(root), "p1-check", FLOOD)), encoding="utf-8")
+    start = time.monotonic()
+    row = grade_one(lab, "flood", path, cell_timeout=5, timeout=120, memory_gb=3, sandbox="auto")
+    took = time.monotonic() - start
+    assert not any(f.kind == "time limit" and "120" in f.detail for f in row.faults), row.status
+    assert any("Timeout of 5 seconds" in e for e in row.cell_errors), row.cell_errors
+    assert row.auto == 4, "the checks before the flood count; the rest did not run"
+    assert took < 60, f"{took:.1f} s"
+
+
+def test_the_watchdog_notices_a_dead_kernel_while_messages_keep_coming():
+    """The wait ends within a look of the kernel's death even though every call returns a message."""
+    import time
+
+    from xlalab.grading import watchdog
+
+    class Km:
+        alive = True
+
+        def is_alive(self):
+            return self.alive
+
+    class Kernel:
+        km = Km()
+
+    def flooding(self, stream, timeout=None):
+        return {"parent_header": {"msg_id": "other"}}
+
+    watch = watchdog.Watch()
+    get = watchdog.wrap(flooding, lambda km: "the kernel died", watch)
+    kernel = Kernel()
+    assert get(kernel, "iopub", timeout=5)["parent_header"]["msg_id"] == "other"
+    kernel.km.alive = False
+    start = time.monotonic()
+    with pytest.raises(watchdog.KernelDied):
+        while time.monotonic() - start < 5:
+            get(kernel, "iopub", timeout=5)
+    assert time.monotonic() - start < 1.0
+    watch.cell_started(0.5)
+    watch.msg_id = "mine"   # while a cell runs, others' messages reset no timeout
+    kernel.km.alive = True
+    with pytest.raises(watchdog.Empty):
+        get(kernel, "iopub", timeout=0.5)
+    assert time.monotonic() - watch.started < 1.0
