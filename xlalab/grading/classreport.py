@@ -295,15 +295,20 @@ def _similarity_html(s: Summary) -> str:
     flagged = [p for p in s.pairs if p.flagged]
     out = ["<h2>Similar hand-ins</h2>",
            f'<p class="note">{s.compared} students compared pairwise on their own code cells and written answers '
-           f"(the released lab's text removed), by winnowed fingerprints (copydetect, as MOSS does). Pairs at or "
-           f"above {s.threshold:g} are listed for a look; they are flagged, never penalized.</p>"]
+           f"(the released lab's text removed; code parsed and written back without comments, no-op statements and "
+           f"identity wrappers; answers without filler and function words), by winnowed fingerprints (copydetect, "
+           f"as MOSS does) and by what of the shorter one's code skeleton (statements, calls, constants) or answer "
+           f"words the other holds in the same order. Pairs at or above {s.threshold:g} on any of the four are "
+           f"listed for a look; they are flagged, never penalized.</p>"]
     if not flagged:
         best = max((p.score for p in s.pairs), default=0.0)
         out.append(f'<p id="no-similar">No pair reached {s.threshold:g} (the highest score: {best:.2f}).</p>')
         return "\n".join(out)
-    out.append(_table("similar", ["student", "student", "code", "written answers", "shared tokens (code, text)"],
+    out.append(_table("similar", ["student", "student", "code", "written answers", "shared tokens (code, text)",
+                                  "code skeleton in order", "answer words in order"],
                       [[_e(p.a), _e(p.b), f"{p.code:.2f}", f"{p.answers:.2f}",
-                        f"{p.shared_code}, {p.shared_answers}"] for p in flagged], {2, 3, 4}))
+                        f"{p.shared_code}, {p.shared_answers}", f"{p.order_code:.2f}", f"{p.order_answers:.2f}"]
+                       for p in flagged], {2, 3, 4, 5, 6}))
     for p in flagged:
         out.append(f"<h3>{_e(p.a)} and {_e(p.b)}</h3>")
         for c in p.cells:
