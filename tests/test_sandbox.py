@@ -415,3 +415,22 @@ def test_memory_is_limited_per_jail_not_per_process(lab_root, tmp_path):
     assert "JAIL LIMIT HELD" in errors or any(f.kind == "kernel died" for f in row.faults), (errors, row.status)
     assert any("for the whole jail" in b for b in row.blocked), row.blocked
     assert not any(f.kind == "memory per process" for f in row.faults), row.faults
+
+
+def test_the_code_that_runs_in_the_jail_lives_in_real_py_files():
+    """Issue 25, item 7: the launcher and the privilege drop were string literals passed to ``python -c``; they are
+    modules of the package that tools read (they compile here), run by path with ``python -I``."""
+    import ast
+    import sys
+
+    from xlalab.grading import run
+
+    for path in (run.LAUNCHER, sandbox._DROP):
+        tree = ast.parse(path.read_text(encoding="utf-8"), str(path))
+        imported = {a.name.split(".")[0] for n in ast.walk(tree) if isinstance(n, (ast.Import, ast.ImportFrom))
+                    for a in n.names}
+        assert imported <= set(sys.stdlib_module_names), (path, imported)   # nothing of the grader's own
+    cmd = sandbox.command(sandbox.Sandbox("bwrap", "", "/usr/bin/bwrap"), ["python3", "x"], cwd=Path("/tmp"))
+    assert "-c" not in cmd
+    if sandbox.host_uid() is not None:
+        assert cmd[cmd.index("--") + 1:cmd.index("--") + 4] == [sys.executable, "-I", str(sandbox._DROP)]

@@ -67,15 +67,7 @@ MAX_TASKS = 1024               # processes and threads of one jail (RLIMIT_NPROC
 # uses), so RLIMIT_NPROC counts one jail's processes only: a fork bomb in one hand-in cannot starve the jail of
 # another graded at the same time. $XLALAB_JAIL_HOST_UID fixes one uid instead.
 JAIL_HOST_UID_BASE = 3_000_000_000
-_DROP = ("import ctypes, os, sys\n"
-         "uid = int(sys.argv[1])\n"
-         "os.setgroups([])\n"
-         "os.setresgid(uid, uid, uid)\n"
-         "os.setresuid(uid, uid, uid)\n"
-         "ctypes.CDLL(None).prctl(38, 1, 0, 0, 0)  # PR_SET_NO_NEW_PRIVS\n"
-         "if os.getuid() != uid or os.geteuid() != uid or os.getgroups():\n"
-         "    sys.exit('xlalab sandbox: could not drop to the jail user')\n"
-         "os.execv(sys.argv[2], sys.argv[2:])\n")
+_DROP = Path(__file__).with_name("dropuid.py")   # the privilege drop (a real file the jail runs)
 
 # NVIDIA device nodes (in /dev) and where driver and CUDA libraries live outside /usr.
 GPU_DEVICES = ("nvidiactl", "nvidia-uvm", "nvidia-uvm-tools", "nvidia-modeset", "nvidia-caps", "dxg")
@@ -275,7 +267,7 @@ def _dropped(argv: list[str]) -> list[str]:
     if uid is None:
         return ["--", *argv]
     exe = argv[0] if os.path.isabs(argv[0]) else (shutil.which(argv[0]) or argv[0])
-    return ["--", sys.executable, "-c", _DROP, str(uid), exe, *argv[1:]]
+    return ["--", sys.executable, "-I", str(_DROP), str(uid), exe, *argv[1:]]
 
 
 def gpu_binds(dev: str | Path = "/dev", lib_dirs: tuple[str, ...] = GPU_LIB_DIRS,
