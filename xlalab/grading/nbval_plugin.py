@@ -17,7 +17,9 @@ tests):
 
 nbval 0.11 waits for a reply from a dead kernel until the cell timeout. This plugin wraps nbval's
 ``RunningKernel.get_message`` so that it waits in one-second slices and raises :class:`KernelDied` as soon
-as the kernel process has exited; the following cells then fail at once with "Kernel dead on test start".
+as the kernel process has exited; the following cells then fail at once with "Kernel dead on test start". The
+wrapper is :mod:`xlalab.grading.watchdog`'s, which also keeps a kernel that floods its sockets from stretching a
+cell's wait.
 """
 
 from __future__ import annotations
@@ -26,16 +28,13 @@ import json
 import os
 import re
 import signal
-import time
-from queue import Empty
 
 import pytest
 
+from xlalab.grading.watchdog import WATCH, KernelDied, wrap as _watched, wrap_execute as _watched_execute
+
 _ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 _ERROR_LINE = re.compile(r"^(?:[\w.]+\.)?(\w*(?:Error|Exception|Interrupt|Exit|Failure)\w*|KernelDied)\b.*")
-
-
-from xlalab.grading.watchdog import WATCH, KernelDied, wrap as _watched, wrap_execute as _watched_execute  # noqa: E402,F401
 
 
 def _exit_text(km) -> str:
