@@ -74,9 +74,11 @@ _POINTS_WORDS = re.compile(r"points\s*possible", re.IGNORECASE)
 
 
 def canvas_name(name: str) -> str:
-    """The ``Student`` cell of a student: the name, unless Canvas would read its row as the points row (a name
-    holding "Points Possible", in any case and spacing): then ``student: `` and the name with those words
-    hyphenated. The cell is shown only; Canvas matches students by ID, SIS User ID, SIS Login ID."""
+    """The ``Student`` cell of a student: the name, unless Canvas would read its row as the points row: Canvas's
+    importer (``lib/gradebook_importer.rb`` in https://github.com/instructure/canvas-lms) takes every row whose
+    first cell matches ``/Points Possible/`` for one. A name holding those words (in any case and spacing, to be
+    safe) is written ``student: `` and the name with the words hyphenated. The cell is shown only; Canvas matches
+    students by ID, SIS User ID, SIS Login ID."""
     if not _POINTS_WORDS.search(name):
         return name
     return "student: " + _POINTS_WORDS.sub(lambda m: m.group(0)[:6] + "-" + m.group(0)[6:].lstrip(), name.strip())
