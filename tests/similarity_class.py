@@ -104,3 +104,39 @@ def handin(released, answers: dict[str, str], extra_last: bool = False):
 
 def class_notebooks(released) -> dict:
     return {name: handin(released, answers, extra_last=name == "ben") for name, answers in STUDENTS.items()}
+
+
+FILLER = ("basically", "really", "actually", "kind", "of", "just", "quite", "well")
+
+
+def rewrite(answers: dict[str, str]) -> dict[str, str]:
+    """A mechanical rewrite of a copied hand-in that hides it from plain fingerprints (issue 25's trial): every
+    name read through an identity function, a no-op statement after each statement, filler words in answers."""
+    import ast
+
+    class Through(ast.NodeTransformer):
+        def visit_Name(self, node):
+            if isinstance(node.ctx, ast.Load) and node.id not in ("ident", "range", "print"):
+                return ast.Call(ast.Name("ident", ast.Load()), [node], [])
+            return node
+
+    def pad(body):
+        out = []
+        for stmt in body:
+            for field in ("body", "orelse", "finalbody"):
+                if isinstance(getattr(stmt, field, None), list) and getattr(stmt, field):
+                    setattr(stmt, field, pad(getattr(stmt, field)))
+            out += [stmt, ast.Expr(ast.Constant(None))]
+        return out
+
+    out = {}
+    for key, text in answers.items():
+        if key.startswith("p") and key.endswith("why"):
+            words = text.split()
+            out[key] = " ".join(w + " " + FILLER[i % len(FILLER)] for i, w in enumerate(words))
+            continue
+        tree = Through().visit(ast.parse(text))
+        tree.body = pad(tree.body)
+        out[key] = ast.unparse(ast.fix_missing_locations(tree))
+    out["extra"] = "def ident(v):\n    return v\n\n" + out["extra"]
+    return out

@@ -18,6 +18,7 @@ from conftest import SAMPLE, make_answers_root, released
 from similarity_class import STUDENTS, class_notebooks
 from xlalab import grade
 from xlalab.grading import classreport, cli, similarity
+from xlalab.grading.faults import GRADED, NOT_GRADED, Fault, merge, row_faults
 from xlalab.grading.lab import load_lab
 from xlalab.grading.score import ANSWERED, EMPTY, MISSING, UNCHANGED, AnswerResult, CheckResult, Row, zero_row
 
@@ -25,6 +26,7 @@ MSG_P1 = "AssertionError: scale([1, 2, 3], 2.0)\nshould be [2, 4, 6]"
 MSG_P1R = "AssertionError: scale is wrong on random inputs"
 DIED = "did not run: the kernel had died in an earlier cell"
 LIMIT = "did not run: the notebook reached the time limit (90 s)"
+A_ = ANSWERED
 
 
 @pytest.fixture(scope="module")
@@ -33,12 +35,15 @@ def lab(tmp_path_factory):
 
 
 def _row(lab, student, fails: dict[str, str], seconds: float, answers: dict[str, tuple], status="graded",
-         sandbox="bwrap", **extra) -> Row:
+         sandbox="bwrap", faults=(), **extra) -> Row:
+    """A made-up row; its typed faults are ``faults`` and what its fields show (as the grader sets them)."""
     checks = [CheckResult(c.check, c.points, c.hidden, c.check not in fails, fails.get(c.check, ""))
               for c in lab.checks]
     res = [AnswerResult(a.answer, a.points, answers[a.answer][0], "text", answers[a.answer][1]) for a in lab.answers]
-    return Row(student, lab.name, lab.maximum, checks, status=status, seconds=seconds, sandbox=sandbox,
-               answers=res, **extra)
+    row = Row(student, lab.name, lab.maximum, checks, status=status, seconds=seconds, sandbox=sandbox,
+              answers=res, **extra)
+    row.faults = merge(list(faults) + row_faults(row))
+    return row
 
 
 def made_up_class(lab) -> list[Row]:
@@ -60,9 +65,10 @@ def made_up_class(lab) -> list[Row]:
         _row(lab, "s5", blank, 2.0, {"p1-explain": (U, 0.0), "p2-why": (U, 0.0)}, sandbox="none"),
         _row(lab, "s6", {"p2-total": DIED, "p2-total-random": DIED}, 7.0,
              {"p1-explain": (A, None), "p2-why": (A, 2.0)}, status="graded; the kernel died (exit code 1)",
-             blocked=["to open a network connection (the notebook runs without a network)"]),
+             blocked=["to open a network connection (the notebook runs without a network)"],
+             faults=[Fault("kernel died", "the kernel died (exit code 1)")]),
         _row(lab, "s7", {c.check: LIMIT for c in lab.checks}, 90.0, {"p1-explain": (A, 0.0), "p2-why": (E, 0.0)},
-             status="graded; time limit 90 s reached"),
+             status="graded; time limit 90 s reached", faults=[Fault("time limit", "time limit 90 s reached")]),
         s8,
     ]
 
@@ -129,7 +135,7 @@ def test_report_numbers_of_a_made_up_class(lab, tmp_path):
     faults = {k: [n for n, _ in v] for k, v in s.faults.items()}
     assert faults == {"not graded": ["s8"], "time limit": ["s7"], "kernel died": ["s6"], "setup failed": [],
                       "tampering": ["s4"], "guard restored": ["s3"], "sandbox blocked": ["s6"],
-                      "unsandboxed": ["s5"]}
+                      "unsandboxed": ["s5"], "memory per process": [], "copy of the source": []}
 
     # The page shows the same numbers, failures first.
     path = tmp_path / "report.html"
@@ -150,10 +156,30 @@ def test_report_numbers_of_a_made_up_class(lab, tmp_path):
     assert page.tables["slowest"][1:] == [["s7", "90.0"], ["s6", "7.0"], ["s4", "6.0"], ["s3", "5.0"],
                                           ["s2", "4.0"]]
     assert "Median 5.0 s per submission." in text
-    assert {r[0]: r[1] for r in page.tables["faults"][1:]} == {v: ("1" if k != "setup failed" else "0")
+    assert {r[0]: r[1] for r in page.tables["faults"][1:]} == {v: str(len(faults[k]))
                                                                for k, v in classreport.FAULTS.items()}
     assert len(page.images) == 3 and all(src.startswith("data:image/png;base64,") for src in page.images)
     assert "http://" not in text and "https://" not in text and "<script" not in text
+
+
+def test_rewording_a_status_or_fault_message_keeps_the_report_columns(lab):
+    """Issue 25, item 7: the report found faults by searching status text, so rewording a message zeroed a column.
+    It counts typed faults: rows whose words say nothing the old search looked for still count."""
+    rows = [_row(lab, "k", {}, 1.0, {"p1-explain": (A_, 0.0), "p2-why": (A_, 0.0)},
+                 status="graded; the Python process went away", faults=[Fault("kernel died", "went away")]),
+            _row(lab, "t", {}, 1.0, {"p1-explain": (A_, 0.0), "p2-why": (A_, 0.0)},
+                 status="graded; out of minutes", faults=[Fault("time limit", "out of minutes")]),
+            _row(lab, "s", {}, 1.0, {"p1-explain": (A_, 0.0), "p2-why": (A_, 0.0)},
+                 status="graded; the lab's first cell broke", faults=[Fault("setup failed", "first cell broke")]),
+            _row(lab, "n", {}, 1.0, {"p1-explain": (A_, 0.0), "p2-why": (A_, 0.0)}, status="skipped: empty")]
+    rows[-1].state, rows[-1].faults = NOT_GRADED, [Fault("not graded", "empty")]
+    s = classreport.summarize(lab, rows)
+    assert {k: [n for n, _ in v] for k, v in s.faults.items() if v} == {
+        "not graded": ["n"], "time limit": ["t"], "kernel died": ["k"], "setup failed": ["s"]}
+    assert s.ran == 3
+    # The kept row reads back with its typed faults (the spool's JSON).
+    again = Row.from_dict(json.loads(json.dumps(rows[0].to_dict())))
+    assert again.faults == [Fault("kernel died", "went away")] and again.state == GRADED
 
 
 def test_hidden_checks_show_their_message_never_their_source(lab):
@@ -216,6 +242,28 @@ def test_a_renamed_and_reordered_copy_is_flagged_and_honest_work_is_not(lab):
     assert "test_scale_by_hand" in extra.html_b
 
 
+def test_a_mechanical_rewrite_of_a_copy_is_still_flagged(lab):
+    """Break (issue 25): a copy read through an identity function, a no-op statement after each statement and
+    filler words in its answers scored code 0.18 and answers 0.0 (not flagged) while the plain copy scored 1.00.
+    Code is normalised before fingerprinting; a second, ordered signal ignores whatever was inserted."""
+    from similarity_class import ANA, handin, rewrite
+
+    zed = rewrite(ANA)
+    assert "ident(" in zed["p1-answer"] and "None" in zed["p2-answer"] and "basically" in zed["p2-why"]
+    owns = class_owns(lab) + [similarity.own_of(lab, "zed", json.loads(json.dumps(handin(lab.released, zed))))]
+    pairs = {(p.a, p.b): p for p in similarity.pairs(lab, owns)}
+    copy = pairs[("ana", "zed")]
+    assert copy.flagged and copy.code >= 0.9 and copy.answers >= 0.9, copy
+    assert copy.order_code >= 0.9 and copy.order_answers >= 0.9, copy
+    honest = [p for p in pairs.values() if {p.a, p.b} & {"cleo", "dan"}]
+    assert not [p for p in honest if p.flagged], [(p.a, p.b, p.score) for p in honest]
+    # Each signal alone finds this rewrite: the ordered one with fingerprints that see only the raw text.
+    assert similarity.ordered_overlap(similarity.skeleton(ANA["p1-answer"]),
+                                      similarity.skeleton(zed["p1-answer"] + "\ndef ident(v):\n    return v"))[0] == 1.0
+    assert similarity.ordered_overlap(similarity.content_words(ANA["p2-why"]),
+                                      similarity.content_words(zed["p2-why"]))[0] == 1.0
+
+
 def test_the_released_lab_alone_is_never_similar(lab):
     owns = [similarity.own_of(lab, f"blank{i}", json.loads(json.dumps(lab.released))) for i in range(3)]
     owns += [similarity.own_of(lab, f"good{i}", json.loads(json.dumps(answered_like(lab)))) for i in range(2)]
@@ -269,7 +317,7 @@ def test_grading_writes_the_report_and_chromium_opens_it(tmp_path):
     (out / "report.html").unlink()
     assert grade.main([lab_path, "--report", "--out", str(out), "--similarity-threshold", "1"]) == 0
     text = (out / "report.html").read_text()
-    assert "Pairs at or above 1 are listed" in text
+    assert "Pairs at or above 1 on any of the four are listed" in text
     assert [r[:3] for r in Tables(text).tables["similar"][1:]] == [["ana", "ben", "1.00"]]   # code: 1.00
     assert grade.main([lab_path, "--report", "--out", str(out)]) == 0
     shot = open_in_chromium(out / "report.html", tmp_path / "report.png")

@@ -115,3 +115,59 @@ def test_cluster_dry_run_prints_a_valid_job_script(cluster, directive, capsys, t
 def test_dry_run_needs_a_cluster(capsys):
     assert grade.main([SAMPLE, "--dry-run"]) == 2
     assert "--cluster" in capsys.readouterr().err
+
+
+_CONNECT = """import sys
+from distributed import Client
+from distributed.security import Security
+addr, how = sys.argv[1], sys.argv[2]
+plain = addr.replace("tls://", "tcp://")
+try:
+    if how == "plain":
+        Client(plain, timeout="4s").close()
+    else:
+        Client(addr, security=Security.temporary(), timeout="4s").close()
+    print("connected")
+except Exception as err:
+    print("refused", type(err).__name__)
+"""
+
+
+def _attack_from_the_worker(lab, student, path, **kwargs) -> Row:
+    """A task that, on the worker, has another local process connect to the run's scheduler without the run's
+    credentials: plainly (what another user did in the trial) or with a TLS certificate of its own."""
+    import subprocess
+    import sys
+
+    from distributed import get_worker
+
+    addr = get_worker().scheduler.address
+    out = subprocess.run([sys.executable, "-c", _CONNECT, addr, student], capture_output=True, text=True,
+                         timeout=60).stdout.strip()
+    return Row(student, lab.name, lab.maximum, status=f"{out} {addr}")
+
+
+def test_the_run_cluster_refuses_connections_without_the_runs_credentials(lab_root, tmp_path):
+    """Break (issue 25): under -j 2 another local user connected to the scheduler on 127.0.0.1 (no TLS, no
+    authentication) and ran code in the workers. The run's cluster speaks TLS with a key made for the run."""
+    from xlalab.grading.lab import load_lab
+
+    lab = load_lab(lab_root / "solutions" / f"{SAMPLE}.ipynb")
+    entries = [("plain", tmp_path / "a.ipynb"), ("foreign-cert", tmp_path / "b.ipynb")]
+    rows = engine.run(lab, entries, {}, engine.EngineSpec(jobs=2), lambda r: None, fn=_attack_from_the_worker)
+    for r in rows:
+        assert r.status.startswith("refused") and " tls://127.0.0.1:" in r.status, (r.student, r.status)
+
+
+def test_the_slurm_job_script_has_workers_speak_tls_with_the_runs_key(capsys):
+    """Break (issue 25): the Slurm job script had workers connect over plain TCP to the host's address."""
+    import re
+
+    assert grade.main([SAMPLE, "--cluster", "slurm", "--dry-run"]) == 0
+    script = capsys.readouterr().out
+    assert "tcp://" not in script and "--protocol tls://" in script, script
+    for flag in ("--tls-ca-file", "--tls-cert", "--tls-key"):
+        m = re.search(flag + r" (\S+)", script)
+        assert m, (flag, script)
+        assert str(engine.tls_dir()) in m.group(1)
+    assert not list(engine.tls_dir().iterdir()), "the run's key outlived the dry run"

@@ -378,3 +378,59 @@ def _host_uid_as_root() -> int:
     os.environ.pop("XLALAB_JAIL_HOST_UID", None)
     sandbox.os.geteuid = lambda: 0
     return sandbox.host_uid()
+
+
+# -- memory per jail, not per process (issue 25) -------------------------------------------------------------------
+
+CHILDREN = """import subprocess, sys
+code = "import time; a = bytearray(600 * 2**20); a[::4096] = b'x' * len(a[::4096]); time.sleep(4)"
+procs = [subprocess.Popen([sys.executable, '-c', code]) for _ in range(3)]
+codes = [p.wait() for p in procs]
+assert all(c == 0 for c in codes), f'JAIL LIMIT HELD: children ended with {codes}'
+raise AssertionError(f'OVER THE LIMIT: three children held 1.8 GiB together, {codes}')
+"""
+
+
+def test_memory_is_limited_per_jail_not_per_process(lab_root, tmp_path):
+    """Break: with --memory-gb 4 one jail held 6.2 GiB (children each under the per-process limit). Here three
+    children of 600 MiB each stay under a 1.5 GB address-space limit one by one but not together: a memory cgroup
+    of the jail stops them; where the machine has none, the row says that only per-process limits held."""
+    from xlalab.grading.task import grade_one
+    from xlalab.grading.lab import load_lab
+
+    nb = insert_after(answered(lab_root), "p1-check", CHILDREN)
+    path = tmp_path / "children.ipynb"
+    path.write_text(json.dumps(nb), encoding="utf-8")
+    lab = load_lab(lab_root / "solutions" / f"{SAMPLE}.ipynb")
+    row = grade_one(lab, "children", path, cell_timeout=CELL_TIMEOUT, timeout=TIMEOUT, memory_gb=1.5,
+                    sandbox="auto")
+    errors = " ".join(row.cell_errors)
+    cgroup, why = sandbox.memory_cgroup(2**30)
+    if cgroup is None:
+        assert "OVER THE LIMIT" in errors, errors
+        assert [f.kind for f in row.faults if f.kind == "memory per process"] and "per process only" in row.status
+        pytest.skip(f"no memory cgroup here ({why}); the row says only per-process limits held")
+    cgroup.remove()
+    assert "OVER THE LIMIT" not in errors, (errors, row.status)
+    assert "JAIL LIMIT HELD" in errors or any(f.kind == "kernel died" for f in row.faults), (errors, row.status)
+    assert any("for the whole jail" in b for b in row.blocked), row.blocked
+    assert not any(f.kind == "memory per process" for f in row.faults), row.faults
+
+
+def test_the_code_that_runs_in_the_jail_lives_in_real_py_files():
+    """Issue 25, item 7: the launcher and the privilege drop were string literals passed to ``python -c``; they are
+    modules of the package that tools read (they compile here), run by path with ``python -I``."""
+    import ast
+    import sys
+
+    from xlalab.grading import run
+
+    for path in (run.LAUNCHER, sandbox._DROP):
+        tree = ast.parse(path.read_text(encoding="utf-8"), str(path))
+        imported = {a.name.split(".")[0] for n in ast.walk(tree) if isinstance(n, (ast.Import, ast.ImportFrom))
+                    for a in n.names}
+        assert imported <= set(sys.stdlib_module_names), (path, imported)   # nothing of the grader's own
+    cmd = sandbox.command(sandbox.Sandbox("bwrap", "", "/usr/bin/bwrap"), ["python3", "x"], cwd=Path("/tmp"))
+    assert "-c" not in cmd
+    if sandbox.host_uid() is not None:
+        assert cmd[cmd.index("--") + 1:cmd.index("--") + 4] == [sys.executable, "-I", str(sandbox._DROP)]

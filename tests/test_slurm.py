@@ -157,6 +157,7 @@ def test_grading_on_slurm_equals_the_local_engine(lab_root, handins, local_book,
     assert totals == {"blank": "0", "hostile": "4", "solution": "6", "syntax_error": "2", "wrong_total": "4"}, totals
     assert "the kernel died" in outputs(out)["hostile.md"]
     assert (out / "report.html").exists()
+    assert not list(engine.tls_dir().iterdir()), "the run's TLS key outlived the run"
 
 
 def test_a_cancelled_worker_job_loses_no_submission(lab_root, handins, local_book, slurm, tmp_path):

@@ -133,9 +133,26 @@ def write_answer_files(lab: Lab, rows: list[Row], out: str | Path) -> list[Path]
     return paths
 
 
+_FORMULA_START = ("=", "+", "-", "@", "\t", "\r", "'")
+
+
+def manual_cell(value: str) -> str:
+    """A ``manual.csv`` cell a spreadsheet shows as text: a value starting with a formula character (``=``,
+    ``+``, ``-``, ``@``, a tab or carriage return; OWASP, "CSV Injection") or with ``'`` gets a leading ``'``,
+    which :func:`read_manual` removes again (so ``'=x`` and ``=x`` stay two names)."""
+    return "'" + value if value[:1] in _FORMULA_START else value
+
+
+def _unquote(value: str) -> str:
+    return value[1:] if value[:1] == "'" else value
+
+
 def read_manual(path: str | Path) -> list[dict[str, str]]:
+    """The lines of a ``manual.csv`` (student and comment with :func:`manual_cell`'s ``'`` removed)."""
     text = Path(path).read_text(encoding="utf-8-sig")
-    return [{k.strip(): (v or "").strip() for k, v in r.items() if k} for r in csv.DictReader(io.StringIO(text))]
+    lines = [{k.strip(): (v or "") for k, v in r.items() if k} for r in csv.DictReader(io.StringIO(text))]
+    return [{k: (_unquote(v) if k == "student" else _unquote(v.strip()) if k == "comment" else v.strip())
+             for k, v in r.items()} for r in lines]
 
 
 def write_manual_template(lab: Lab, rows: list[Row], path: str | Path) -> Path:
@@ -155,7 +172,8 @@ def write_manual_template(lab: Lab, rows: list[Row], path: str | Path) -> Path:
         writer = csv.DictWriter(buf, fieldnames=MANUAL_COLUMNS, lineterminator="\n", extrasaction="ignore")
         writer.writeheader()
         for r in existing + new:
-            writer.writerow(r)
+            writer.writerow({k: manual_cell(v) if k in ("student", "comment") and isinstance(v, str) else v
+                             for k, v in r.items()})
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(buf.getvalue(), encoding="utf-8", errors="backslashreplace")
     return path
@@ -172,6 +190,8 @@ def merge_manual(lab: Lab, rows: dict[str, Row], lines: list[dict[str, str]]) ->
     for n, line in enumerate(lines, start=2):   # line 1 is the header
         student, question = line.get("student", ""), line.get("question", "")
         points, comment = line.get("points", ""), line.get("comment", "")
+        if student not in rows and student.strip() in rows:
+            student = student.strip()   # spaces a spreadsheet added (a name with its own spaces matches as is)
         where = f"manual.csv line {n} ({student or '?'}, {question or '?'})"
         if student not in rows:
             errors.append(f"{where}: unknown student {student!r} (not in this gradebook)")

@@ -33,6 +33,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from xlalab.grading.faults import KINDS, NOT_GRADED, merge
 from xlalab.grading.lab import Lab
 from xlalab.grading.score import ANSWERED, EMPTY, MISSING, UNCHANGED, Row
 from xlalab.grading.similarity import DEFAULT_THRESHOLD, Pair
@@ -51,7 +52,7 @@ def shown(message: str) -> str:
 
 
 def not_graded(row: Row) -> bool:
-    return row.status.startswith("not graded")
+    return row.state == NOT_GRADED
 
 
 @dataclass
@@ -83,42 +84,15 @@ def _quartiles(values: list[float]) -> list[float]:
     return [float(v) for v in np.percentile(np.asarray(values, dtype=float), [25, 50, 75])] if values else []
 
 
-FAULTS = {
-    "not graded": "not graded at all (0 points, the reason in the row)",
-    "time limit": "reached the notebook's time limit or a cell timeout",
-    "kernel died": "the kernel died (os._exit, a crash, killed for memory)",
-    "setup failed": "the grader or the lab's setup cell could not set up the kernel",
-    "tampering": "check cells changed or deleted (the released ones ran)",
-    "guard restored": "replaced functions the guard put back before the checks",
-    "sandbox blocked": "something the sandbox or the limits refused",
-    "unsandboxed": "graded without the jail",
-}
+FAULTS = KINDS
 
 
 def _faults(rows: list[Row]) -> dict[str, list[tuple[str, str]]]:
+    """Students per fault kind, read from each row's typed faults (never from its status words)."""
     out: dict[str, list[tuple[str, str]]] = {k: [] for k in FAULTS}
     for r in sorted(rows, key=lambda r: r.student):
-        if not_graded(r):
-            out["not graded"].append((r.student, r.status.removeprefix("not graded: ")))
-            continue
-        timeouts = [c.check for c in r.checks if "timed out" in c.message or "Timeout" in c.message
-                    or "time limit" in c.message]
-        if "time limit" in r.status or timeouts:
-            out["time limit"].append((r.student, "; ".join(
-                [p for p in r.status.split("; ") if "time limit" in p] + [f"check {c}" for c in timeouts[:3]])))
-        if "kernel died" in r.status:
-            out["kernel died"].append((r.student, next(p for p in r.status.split("; ") if "kernel died" in p)))
-        if "set up the kernel" in r.status or "setup cell failed" in r.status:
-            out["setup failed"].append((r.student, next(p for p in r.status.split("; ")
-                                                        if "set up" in p or "setup" in p)))
-        if r.tampering:
-            out["tampering"].append((r.student, "; ".join(r.tampering[:3])))
-        if r.restored:
-            out["guard restored"].append((r.student, ", ".join(r.restored[:5])))
-        if r.blocked:
-            out["sandbox blocked"].append((r.student, "; ".join(r.blocked[:3])))
-        if r.sandbox == "none":
-            out["unsandboxed"].append((r.student, ""))
+        for f in merge(r.faults):
+            out[f.kind].append((r.student, f.detail))
     return out
 
 
@@ -321,15 +295,20 @@ def _similarity_html(s: Summary) -> str:
     flagged = [p for p in s.pairs if p.flagged]
     out = ["<h2>Similar hand-ins</h2>",
            f'<p class="note">{s.compared} students compared pairwise on their own code cells and written answers '
-           f"(the released lab's text removed), by winnowed fingerprints (copydetect, as MOSS does). Pairs at or "
-           f"above {s.threshold:g} are listed for a look; they are flagged, never penalized.</p>"]
+           f"(the released lab's text removed; code parsed and written back without comments, no-op statements and "
+           f"identity wrappers; answers without filler and function words), by winnowed fingerprints (copydetect, "
+           f"as MOSS does) and by what of the shorter one's code skeleton (statements, calls, constants) or answer "
+           f"words the other holds in the same order. Pairs at or above {s.threshold:g} on any of the four are "
+           f"listed for a look; they are flagged, never penalized.</p>"]
     if not flagged:
         best = max((p.score for p in s.pairs), default=0.0)
         out.append(f'<p id="no-similar">No pair reached {s.threshold:g} (the highest score: {best:.2f}).</p>')
         return "\n".join(out)
-    out.append(_table("similar", ["student", "student", "code", "written answers", "shared tokens (code, text)"],
+    out.append(_table("similar", ["student", "student", "code", "written answers", "shared tokens (code, text)",
+                                  "code skeleton in order", "answer words in order"],
                       [[_e(p.a), _e(p.b), f"{p.code:.2f}", f"{p.answers:.2f}",
-                        f"{p.shared_code}, {p.shared_answers}"] for p in flagged], {2, 3, 4}))
+                        f"{p.shared_code}, {p.shared_answers}", f"{p.order_code:.2f}", f"{p.order_answers:.2f}"]
+                       for p in flagged], {2, 3, 4, 5, 6}))
     for p in flagged:
         out.append(f"<h3>{_e(p.a)} and {_e(p.b)}</h3>")
         for c in p.cells:
@@ -354,5 +333,7 @@ def write_report(lab: Lab, rows: list[Row], out: str | Path, *, threshold: float
     from xlalab.grading.gradebook import _atomic_write
 
     path = Path(out) / "report.html"
-    _atomic_write(path, page(summary, rows).encode("utf-8"))   # a fresh file, never through a planted link
+    # A fresh file, never through a planted link; a character UTF-8 cannot hold (a lone surrogate some hand-in
+    # smuggled past the readers) is written escaped, never stops the class's page.
+    _atomic_write(path, page(summary, rows).encode("utf-8", errors="backslashreplace"))
     return path

@@ -47,7 +47,7 @@ from xlalab.grading.feedback import summary_table
 from xlalab.grading.gradebook import Gradebook
 from xlalab.grading.lab import load_lab
 from xlalab.grading.score import Row, zero_row
-from xlalab.grading.submissions import expand_submissions
+from xlalab.grading.submissions import expand_submissions, guard_sources
 
 
 class Graded(list):
@@ -78,6 +78,7 @@ def grade_submissions(lab: str | Path, submissions: Iterable[str | Path], out: s
     the_lab = load_lab(lab, source)
     box = sandbox_mod.resolve(sandbox, quiet=quiet)   # says once, here, if grading runs unsandboxed
     spec = spec or engine.EngineSpec(jobs=jobs, scheduler=scheduler)
+    guard_sources(the_lab)   # from here, no reader of this process takes a source file for a hand-in
     entries = expand_submissions(submissions, the_lab.name)
     ids = [c.check for c in the_lab.checks]
     kwargs = dict(cell_timeout=cell_timeout, timeout=timeout, memory_gb=memory_gb, env=env,

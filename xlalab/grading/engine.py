@@ -3,6 +3,10 @@
 - ``serial`` (``-j 1``, the default): one after the other, in this process.
 - ``local`` (``-j N`` with N > 1): an embedded Dask ``LocalCluster`` of N single-threaded worker processes on
   127.0.0.1 (no dashboard), so the one-machine command is unchanged.
+
+The clusters the grader starts (``local``, ``jobqueue``) speak TLS only, with a key and certificate made for
+the run (:func:`run_security`): another user of the machine or the cluster cannot connect to the scheduler or
+a worker, so cannot run code there or change a row.
 - ``scheduler`` (``--scheduler tcp://host:8786``): the workers of an existing Dask cluster.
 - ``jobqueue`` (``--cluster slurm|pbs|sge|lsf``): batch jobs started through dask-jobqueue, each a worker that
   grades one notebook at a time (``--queue``, ``--cores``, ``--memory``, ``--walltime``, ``--gpus`` per job,
@@ -112,8 +116,32 @@ def _gpu_directives(cluster: str, gpus: int) -> list[str]:
             "lsf": [f'-gpu "num={gpus}"']}[cluster]
 
 
+def run_security():
+    """The Dask security of one grading run: TLS with a key and self-signed certificate made for this run only
+    (``distributed.security.Security.temporary``, RSA 2048), required on every connection of the scheduler,
+    the workers, their nannies and the client. Dask's TLS is mutual: each side presents a certificate signed by
+    the run's own, so a process without this run's key (another user of the machine or of the cluster, a
+    student's code) is refused at the handshake."""
+    from distributed.security import Security
+
+    return Security.temporary()
+
+
+def tls_dir() -> Path:
+    """Where the worker jobs of a batch cluster read the run's key and certificate: ``tls/`` in the grader's
+    private state folder (mode 0700; the files 0600), which the compute nodes see when the home folder is
+    shared, as it is on a cluster. The files live as long as the run's cluster."""
+    from xlalab.grading.gradebook import state_dir
+
+    path = state_dir() / "tls"
+    path.mkdir(mode=0o700, exist_ok=True)
+    path.chmod(0o700)
+    return path
+
+
 def jobqueue_cluster(spec: EngineSpec, *, dashboard: bool = True):
-    """The dask-jobqueue cluster object (no job is submitted until it is scaled)."""
+    """The dask-jobqueue cluster object (no job is submitted until it is scaled); scheduler and workers talk
+    TLS with the run's own key (:func:`run_security`), which the job script reads from :func:`tls_dir`."""
     if spec.cluster not in CLUSTERS:
         raise ValueError(f"--cluster must be one of {', '.join(CLUSTERS)}, not {spec.cluster!r}")
     from xlalab import compat
@@ -129,7 +157,8 @@ def jobqueue_cluster(spec: EngineSpec, *, dashboard: bool = True):
         cores=spec.cores, memory=spec.memory, processes=1, walltime=spec.walltime, queue=spec.queue,
         job_name="xlalab-grade", python=sys.executable, job_script_prologue=prologue,
         worker_extra_args=["--nthreads", "1"],
-        job_extra_directives=_gpu_directives(spec.cluster, spec.gpus), silence_logs="error")
+        job_extra_directives=_gpu_directives(spec.cluster, spec.gpus), silence_logs="error",
+        security=run_security(), protocol="tls://", shared_temp_directory=str(tls_dir()))
     if not dashboard:
         kwargs["scheduler_options"] = {"dashboard_address": None}
     if spec.account:
@@ -145,7 +174,19 @@ def job_script(spec: EngineSpec) -> str:
     try:
         return cluster.job_script()
     finally:
+        close_cluster(cluster)
+
+
+def close_cluster(cluster) -> None:
+    """Close a cluster the grader started; for a batch cluster also delete the run's key and certificates that
+    dask-jobqueue wrote for the job script (its ``_job_<name>`` temporary files)."""
+    try:
         cluster.close()
+    finally:
+        for name in ("key", "cert", "ca_file"):
+            f = getattr(cluster, f"_job_{name}", None)
+            if f is not None:
+                f.close()
 
 
 def _task(fn: Callable[..., Row], lab: Lab, student: str, path: str, raw: bytes | None,
@@ -235,17 +276,22 @@ def _run_dask(lab, entries, kwargs, spec: EngineSpec, done, fn) -> None:
     cluster = None
     with dask.config.set(DASK_CONFIG):
         if spec.kind == "local":
+            security = run_security()
             cluster = LocalCluster(n_workers=spec.jobs, threads_per_worker=1, processes=True,
                                    host="127.0.0.1", dashboard_address=None, memory_limit=0,
-                                   silence_logs=logging.ERROR)
-            client = Client(cluster)
+                                   silence_logs=logging.ERROR, security=security, protocol="tls://")
+            client = Client(cluster, security=security)
         elif spec.kind == "jobqueue":
             queue_jobs(spec.cluster)   # the batch system answers, or stop here, before anything is submitted
             cluster = jobqueue_cluster(spec)
             n = spec.cluster_jobs or min(len(entries), max(1, spec.jobs))
             cluster.scale(jobs=n)
-            client = Client(cluster)
+            client = Client(cluster, security=cluster.security)
         else:
+            if not spec.scheduler.startswith("tls://"):
+                print(f"xlalab.grade: WARNING: {spec.scheduler} is not a tls:// address: whoever reaches it can "
+                      "run code on its workers and change grades; give a TLS scheduler (Dask's "
+                      "distributed.comm.tls settings hold its certificates)", file=sys.stderr)
             client = Client(spec.scheduler, timeout="30s")
         try:
             futs = {}
@@ -279,7 +325,7 @@ def _run_dask(lab, entries, kwargs, spec: EngineSpec, done, fn) -> None:
         finally:
             client.close()
             if cluster is not None:
-                cluster.close()
+                close_cluster(cluster)
 
 
 class _Watch:

@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import csv
 import io
+import re
 from pathlib import Path
 
 from xlalab.grading.score import Row
@@ -56,15 +57,31 @@ def read_roster(path: str | Path | None) -> dict[str, dict[str, str]]:
     return {r["student"]: {k: (v or "") for k, v in r.items() if k} for r in reader if r.get("student")}
 
 
-def _write(header: list[str], rows: list[list[str]]) -> str:
+def _write(header: list[str], rows: list[list[str]], raw_first: bool = False) -> str:
+    """CSV text; every string cell through :func:`~xlalab.grading.gradebook.cell_text` (no formulas), except the
+    first row when ``raw_first`` (the Canvas points row, which the grader writes itself)."""
     from xlalab.grading.gradebook import cell_text
 
     buf = io.StringIO()
     writer = csv.writer(buf, lineterminator="\n")
     writer.writerow(header)
-    writer.writerows([[cell_text(v) if isinstance(v, str) and v != CANVAS_POINTS_ROW else v for v in r]
-                      for r in rows])
+    writer.writerows([r if raw_first and i == 0 else [cell_text(v) if isinstance(v, str) else v for v in r]
+                      for i, r in enumerate(rows)])
     return buf.getvalue()
+
+
+_POINTS_WORDS = re.compile(r"points\s*possible", re.IGNORECASE)
+
+
+def canvas_name(name: str) -> str:
+    """The ``Student`` cell of a student: the name, unless Canvas would read its row as the points row: Canvas's
+    importer (``lib/gradebook_importer.rb`` in https://github.com/instructure/canvas-lms) takes every row whose
+    first cell matches ``/Points Possible/`` for one. A name holding those words (in any case and spacing, to be
+    safe) is written ``student: `` and the name with the words hyphenated. The cell is shown only; Canvas matches
+    students by ID, SIS User ID, SIS Login ID."""
+    if not _POINTS_WORDS.search(name):
+        return name
+    return "student: " + _POINTS_WORDS.sub(lambda m: m.group(0)[:6] + "-" + m.group(0)[6:].lstrip(), name.strip())
 
 
 def canvas(rows: list[Row], assignment: str, maximum: float, roster: dict[str, dict[str, str]]) -> str:
@@ -72,10 +89,10 @@ def canvas(rows: list[Row], assignment: str, maximum: float, roster: dict[str, d
     lines = [[CANVAS_POINTS_ROW, "", "", "", "", _fmt(maximum)]]
     for r in sorted(rows, key=lambda r: r.student):
         ids = roster.get(r.student, {})
-        lines.append([ids.get("Student") or r.student, ids.get("ID", ""), ids.get("SIS User ID", ""),
+        lines.append([canvas_name(ids.get("Student") or r.student), ids.get("ID", ""), ids.get("SIS User ID", ""),
                       ids.get("SIS Login ID") or ("" if ids else r.student), ids.get("Section", ""),
                       _fmt(r.total)])
-    return _write(header, lines)
+    return _write(header, lines, raw_first=True)
 
 
 def moodle(rows: list[Row], item: str, roster: dict[str, dict[str, str]], id_field: str = "username") -> str:

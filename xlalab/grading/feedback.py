@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from xlalab.grading.faults import NOT_GRADED
 from xlalab.grading.score import Row
 from xlalab.grading.submissions import printable
 
@@ -18,7 +19,7 @@ def feedback_text(row: Row) -> str:
         lines += [f"Automatic checks: {_fmt(row.auto)} / {_fmt(row.max_auto)}; written answers: "
                   f"{_fmt(row.manual)} / {_fmt(row.max_manual)}"
                   + (f" ({len(row.pending)} not scored yet)" if row.pending else "") + ".", ""]
-    if row.status.startswith("not graded"):
+    if row.state == NOT_GRADED:
         lines += [f"Your submission could not be graded: {row.status.removeprefix('not graded: ')}.", ""]
     lines += ["| check | kind | points | result |", "|---|---|---|---|"]
     for c in row.checks:
@@ -54,7 +55,7 @@ def summary_table(rows: list[Row], elapsed: float | None = None, slowest: int = 
         lines.append(f"{printable(r.student):<{width}}  {_fmt(r.total) + ' / ' + _fmt(r.maximum):>11}  "
                      f"{r.seconds:5.0f}s  {r.status}")
     if elapsed is not None and rows:
-        graded = [r for r in rows if not r.status.startswith("not graded")]
+        graded = [r for r in rows if r.state != NOT_GRADED]
         lines.append("")
         lines.append(f"{len(rows)} submissions ({len(graded)} ran) in {elapsed:.0f} s: "
                      f"{60 * len(rows) / max(elapsed, 1e-9):.1f} per minute; sandbox: "

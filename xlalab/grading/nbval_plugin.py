@@ -17,7 +17,9 @@ tests):
 
 nbval 0.11 waits for a reply from a dead kernel until the cell timeout. This plugin wraps nbval's
 ``RunningKernel.get_message`` so that it waits in one-second slices and raises :class:`KernelDied` as soon
-as the kernel process has exited; the following cells then fail at once with "Kernel dead on test start".
+as the kernel process has exited; the following cells then fail at once with "Kernel dead on test start". The
+wrapper is :mod:`xlalab.grading.watchdog`'s, which also keeps a kernel that floods its sockets from stretching a
+cell's wait.
 """
 
 from __future__ import annotations
@@ -26,17 +28,13 @@ import json
 import os
 import re
 import signal
-import time
-from queue import Empty
 
 import pytest
 
+from xlalab.grading.watchdog import WATCH, KernelDied, wrap as _watched, wrap_execute as _watched_execute
+
 _ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 _ERROR_LINE = re.compile(r"^(?:[\w.]+\.)?(\w*(?:Error|Exception|Interrupt|Exit|Failure)\w*|KernelDied)\b.*")
-
-
-class KernelDied(RuntimeError):
-    """The kernel process exited while nbval waited for it."""
 
 
 def _exit_text(km) -> str:
@@ -63,23 +61,8 @@ def _patch_nbval() -> None:
 
     if getattr(RunningKernel.get_message, "_xlalab_patched", False):
         return
-    original = RunningKernel.get_message
-
-    def get_message(self, stream, timeout=None):
-        deadline = None if timeout is None else time.monotonic() + timeout
-        while True:
-            step = 1.0 if deadline is None else max(0.0, min(1.0, deadline - time.monotonic()))
-            try:
-                return original(self, stream, timeout=step)
-            except Empty:
-                km = getattr(self, "km", None)
-                if km is not None and not km.is_alive():
-                    raise KernelDied(_exit_text(km) + " while this cell ran") from None
-                if deadline is not None and time.monotonic() >= deadline:
-                    raise
-
-    get_message._xlalab_patched = True  # type: ignore[attr-defined]
-    RunningKernel.get_message = get_message
+    RunningKernel.get_message = _watched(RunningKernel.get_message, _exit_text)   # see xlalab.grading.watchdog
+    RunningKernel.execute_cell_input = _watched_execute(RunningKernel.execute_cell_input)
 
 
 def pytest_addoption(parser):
@@ -158,7 +141,7 @@ def pytest_collection_modifyitems(session, config, items):
                         "check": check})
 
 
-@pytest.hookimpl(tryfirst=True)
+@pytest.hookimpl(hookwrapper=True, tryfirst=True)
 def pytest_runtest_call(item):
     parent = getattr(item, "parent", None)
     kernel = getattr(parent, "kernel", None)
@@ -170,6 +153,15 @@ def pytest_runtest_call(item):
         if pid:
             _write(item.config, {"event": "kernel", "pid": pid})
         parent._xlalab_pid_written = True
+    try:   # the watchdog's deadline for this cell (xlalab.grading.watchdog)
+        timeout = float(item.config.getoption("nbval_cell_timeout"))
+    except (ValueError, TypeError):
+        timeout = None
+    WATCH.cell_started(timeout)
+    try:
+        yield
+    finally:
+        WATCH.cell_ended()
 
 
 def failure_message(excinfo) -> str:

@@ -37,70 +37,10 @@ import nbformat
 from xlalab.grading import sandbox as sandbox_mod
 
 PLUGIN = "xlalab.grading.nbval_plugin"
-GUARD_LOG_LIMIT = 8 * 2**20     # bytes of the guard's log the launcher sends back
 RESULTS_LIMIT = 64 * 2**20      # bytes of results the grader reads from the pipe
 
-# Runs pytest under the limits, then sends the guard's log (a file in the work folder, written by the
-# kernel: each line carries a MAC the grader checks), the processes the notebook left behind (in the jail, a
-# PID namespace of its own: they end with it; the feedback says so) and the CPU time of the run down the pipe
-# At the wall-clock limit it ends pytest (and, in the jail, every other process of it) and still reports
-# (argv: address-space limit, process limit, out fd, in fd, guard log, "jail" or "", the notebook to copy into
-# the work folder, its copy, the wall-clock limit in seconds, pytest's arguments).
-_LAUNCHER = (
-    "import ctypes, json, os, resource, shutil, stat, subprocess, sys\n"
-    "try:\n"
-    "    ctypes.CDLL(None).prctl(4, 0, 0, 0, 0)  # PR_SET_DUMPABLE 0: the kernel cannot reach our fds\n"
-    "except Exception:\n"
-    "    pass\n"
-    "limit, tasks, out_fd, in_fd, log, jail = int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3]), "
-    "int(sys.argv[4]), sys.argv[5], sys.argv[6]\n"
-    "if limit > 0:\n"
-    "    resource.setrlimit(resource.RLIMIT_AS, (limit, limit))\n"
-    "if tasks > 0:\n"
-    "    resource.setrlimit(resource.RLIMIT_NPROC, (tasks, tasks))\n"
-    "resource.setrlimit(resource.RLIMIT_CORE, (0, 0))\n"
-    "shutil.copyfile(sys.argv[7], sys.argv[8])  # the kernel starts in the notebook's folder: the work folder\n"
-    "proc = subprocess.Popen([sys.executable, '-m', 'pytest', sys.argv[8]] + sys.argv[10:] + [f'--xlalab-out-fd={out_fd}', "
-    "f'--xlalab-in-fd={in_fd}'], pass_fds=(out_fd, in_fd))\n"
-    "os.close(in_fd)\n"
-    "timed_out = False\n"
-    "try:\n"
-    "    rc = proc.wait(timeout=float(sys.argv[9]))\n"
-    "except subprocess.TimeoutExpired:\n"
-    "    timed_out = True\n"
-    "    proc.kill()\n"
-    "    for d in os.listdir('/proc') if jail else ():\n"
-    "        if d.isdigit() and int(d) not in (1, os.getpid()):\n"
-    "            try:\n"
-    "                os.kill(int(d), 9)\n"
-    "            except OSError:\n"
-    "                pass\n"
-    "    rc = proc.wait()\n"
-    "left = []\n"
-    "for d in os.listdir('/proc') if jail else ():\n"
-    "    if d.isdigit() and int(d) not in (1, os.getpid()):\n"
-    "        try:\n"
-    "            cmd = open(f'/proc/{d}/cmdline', 'rb').read().replace(b'\\0', b' ').decode(errors='replace')\n"
-    "        except OSError:\n"
-    "            continue\n"
-    "        if cmd.strip() and 'ipykernel_launcher' not in cmd:\n"
-    "            left.append(cmd.strip()[:200])\n"
-    "guard = b''\n"
-    "try:\n"
-    "    fd = os.open(log, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)\n"
-    "    if stat.S_ISREG(os.fstat(fd).st_mode):\n"
-    f"        guard = os.read(fd, {GUARD_LOG_LIMIT})\n"
-    "    os.close(fd)\n"
-    "except OSError:\n"
-    "    pass\n"
-    "usage = resource.getrusage(resource.RUSAGE_CHILDREN)\n"
-    "rec = {'event': 'launcher', 'timed_out': timed_out, 'left': left[:20], 'cpu': usage.ru_utime + usage.ru_stime, "
-    "'guard': guard.decode('utf-8', errors='replace').splitlines()[:10000]}\n"
-    "data = (json.dumps(rec) + '\\n').encode()\n"
-    "while data:\n"
-    "    data = data[os.write(out_fd, data):]\n"
-    "sys.exit(rc)\n"
-)
+# The launcher (pytest under the limits; what it sends back): a real file the jail runs, see its docstring.
+LAUNCHER = Path(__file__).with_name("launcher.py")
 
 
 def guard_mac(key: str, check: str, event: str, passed: object) -> str:
@@ -182,6 +122,10 @@ class RunOutcome:
     log_tail: str
     leftover: list[str] = field(default_factory=list)   # processes the notebook left (jail only)
     cpu_seconds: float | None = None                      # CPU time of pytest and the kernel (jail only)
+    memory_jail: bool = False         # --memory-gb held for the whole jail (a memory cgroup), not per process only
+    memory_note: str = ""             # why not, where it did not
+    memory_peak: int | None = None    # the jail's peak memory in bytes (cgroup), where the kernel says
+    memory_kills: int = 0             # processes the kernel killed at the jail's memory limit
 
 
 def read_private(path: Path, limit: int = 64 * 2**20) -> bytes:
@@ -250,7 +194,7 @@ def run_notebook(nb: Any, work: Path, priv: Path, nb_path: Path, *, cell_timeout
     limit = int(memory_gb * 2**30) if memory_gb and memory_gb > 0 else 0
     out_r, out_w = os.pipe()
     in_fd = _payload_fd(payload or {"cells": {}})
-    cmd = [sys.executable, "-c", _LAUNCHER, str(limit), str(max_tasks if box.on else 0), str(out_w), str(in_fd),
+    cmd = [sys.executable, "-I", str(LAUNCHER), str(limit), str(max_tasks if box.on else 0), str(out_w), str(in_fd),
            str(guard_log), "jail" if box.on else "", str(nb_path), str(work / nb_path.name), f"{timeout:g}",
            "-c", str(ini), "--rootdir", str(work), "-p", PLUGIN, "-p", "no:cacheprovider", "-p", "no:xdist",
            "-p", "no:randomly", "--nbval-lax", "--nbval-current-env", f"--nbval-cell-timeout={cell_timeout:g}",
@@ -260,6 +204,9 @@ def run_notebook(nb: Any, work: Path, priv: Path, nb_path: Path, *, cell_timeout
         cmd = sandbox_mod.command(box, cmd, readonly=[priv], scratch=[work], cwd=work, env=child_env)
     else:
         child_env = _child_env(env)
+    cgroup, memory_note = sandbox_mod.memory_cgroup(limit)   # the whole jail under --memory-gb, where possible
+    if cgroup is not None:
+        cmd = cgroup.wrap(cmd)
     chunks: list[bytes] = []
 
     def drain() -> None:
@@ -293,6 +240,9 @@ def run_notebook(nb: Any, work: Path, priv: Path, nb_path: Path, *, cell_timeout
         for fd in (out_w, in_fd):
             if fd >= 0:
                 os.close(fd)
+        peak, kills = cgroup.report() if cgroup is not None else (None, 0)
+        if cgroup is not None:
+            cgroup.remove()
     reader.join(timeout=5)   # without the jail a process the notebook left may hold the pipe: do not wait on it
     os.close(out_r) if not reader.is_alive() else None
     records = _parse_lines(b"".join(chunks).decode("utf-8", errors="replace").splitlines())
@@ -310,4 +260,5 @@ def run_notebook(nb: Any, work: Path, priv: Path, nb_path: Path, *, cell_timeout
     cpu = after.get("cpu") if isinstance(after.get("cpu"), (int, float)) else None
     guard_lines = [x for x in after.get("guard", []) if isinstance(x, str)] \
         if isinstance(after.get("guard"), list) else []
-    return RunOutcome(plugin, _parse_lines(guard_lines), timed_out, proc.returncode, tail, left, cpu)
+    return RunOutcome(plugin, _parse_lines(guard_lines), timed_out, proc.returncode, tail, left, cpu,
+                      memory_jail=cgroup is not None, memory_note=memory_note, memory_peak=peak, memory_kills=kills)

@@ -67,20 +67,110 @@ MAX_TASKS = 1024               # processes and threads of one jail (RLIMIT_NPROC
 # uses), so RLIMIT_NPROC counts one jail's processes only: a fork bomb in one hand-in cannot starve the jail of
 # another graded at the same time. $XLALAB_JAIL_HOST_UID fixes one uid instead.
 JAIL_HOST_UID_BASE = 3_000_000_000
-_DROP = ("import ctypes, os, sys\n"
-         "uid = int(sys.argv[1])\n"
-         "os.setgroups([])\n"
-         "os.setresgid(uid, uid, uid)\n"
-         "os.setresuid(uid, uid, uid)\n"
-         "ctypes.CDLL(None).prctl(38, 1, 0, 0, 0)  # PR_SET_NO_NEW_PRIVS\n"
-         "if os.getuid() != uid or os.geteuid() != uid or os.getgroups():\n"
-         "    sys.exit('xlalab sandbox: could not drop to the jail user')\n"
-         "os.execv(sys.argv[2], sys.argv[2:])\n")
+_DROP = Path(__file__).with_name("dropuid.py")   # the privilege drop (a real file the jail runs)
 
 # NVIDIA device nodes (in /dev) and where driver and CUDA libraries live outside /usr.
 GPU_DEVICES = ("nvidiactl", "nvidia-uvm", "nvidia-uvm-tools", "nvidia-modeset", "nvidia-caps", "dxg")
 GPU_LIB_DIRS = ("/usr/local/nvidia", "/usr/local/cuda", "/usr/lib/wsl", "/opt/nvidia", "/run/nvidia-persistenced",
                 "/usr/lib64/nvidia", "/etc/OpenCL", "/etc/vulkan", "/etc/glvnd")
+
+
+# Memory cgroups: the whole jail (every process of it, and the tmpfs pages it writes) under one limit.
+CGROUP_V2 = Path("/sys/fs/cgroup")
+CGROUP_V1 = Path("/sys/fs/cgroup/memory")
+
+
+@dataclass
+class MemoryCgroup:
+    """A memory cgroup made for one jail (cgroup v2 or v1): ``limit`` bytes for all its processes together.
+
+    :meth:`wrap` makes a command enter it before it starts anything (a shell writes its own pid to
+    ``cgroup.procs``, then execs the command), so every process the jail starts is in it; :meth:`report`
+    reads the peak and whether the kernel killed a process for the limit; :meth:`remove` deletes it.
+    """
+
+    path: Path
+    version: int
+    limit: int
+
+    def _file(self, v2: str, v1: str) -> Path:
+        return self.path / (v2 if self.version == 2 else v1)
+
+    def wrap(self, argv: list[str]) -> list[str]:
+        return ["/bin/sh", "-c", 'echo $$ > "$0" || exit 125; exec "$@"', str(self.path / "cgroup.procs"), *argv]
+
+    def report(self) -> tuple[int | None, int]:
+        """(peak bytes or None where the kernel does not say, processes the kernel killed at the limit)."""
+        peak = None
+        try:
+            peak = int(self._file("memory.peak", "memory.max_usage_in_bytes").read_text().split()[0])
+        except (OSError, ValueError, IndexError):
+            pass
+        kills = 0
+        try:
+            text = self._file("memory.events", "memory.oom_control").read_text()
+            kills = int(dict(line.split()[:2] for line in text.splitlines() if len(line.split()) >= 2)
+                        .get("oom_kill", 0))
+        except (OSError, ValueError):
+            pass
+        return peak, kills
+
+    def remove(self, wait: float = 2.0) -> None:
+        """Delete the cgroup once its processes are gone (the jail's PID namespace ended them)."""
+        import time
+
+        end = time.monotonic() + wait
+        while True:
+            try:
+                self.path.rmdir()
+                return
+            except FileNotFoundError:
+                return
+            except OSError:
+                if time.monotonic() > end:
+                    return
+                time.sleep(0.05)
+
+
+def memory_cgroup(limit: int, *, v2: Path = CGROUP_V2, v1: Path = CGROUP_V1) -> tuple[MemoryCgroup | None, str]:
+    """A new memory cgroup of ``limit`` bytes (swap included where the kernel accounts it) for one jail, or
+    ``(None, why)`` where this machine does not let the grader make one (not root, no memory controller, a
+    read-only ``/sys/fs/cgroup``): then only the per-process limits hold."""
+    import secrets
+
+    if limit <= 0:
+        return None, "no --memory-gb limit"
+    if os.geteuid() != 0:
+        return None, "the grader is not root, so it cannot make a memory cgroup"
+    name = f"xlalab-jail-{os.getpid()}-{secrets.token_hex(4)}"
+    tries: list[tuple[int, Path, list[tuple[str, str]]]] = []
+    try:
+        if "memory" in (v2 / "cgroup.subtree_control").read_text().split():
+            tries.append((2, v2, [("memory.max", str(limit)), ("memory.swap.max", "0")]))
+    except OSError:
+        pass
+    if (v1 / "memory.limit_in_bytes").exists():
+        tries.append((1, v1, [("memory.limit_in_bytes", str(limit)), ("memory.memsw.limit_in_bytes", str(limit))]))
+    why = "no cgroup memory controller is mounted at /sys/fs/cgroup"
+    for version, base, settings in tries:
+        path = base / name
+        try:
+            path.mkdir(mode=0o700)
+        except OSError as err:
+            why = f"cannot make a cgroup in {base} ({err.strerror})"
+            continue
+        try:
+            for i, (key, value) in enumerate(settings):
+                try:
+                    (path / key).write_text(value)
+                except OSError:
+                    if i == 0:
+                        raise   # the memory limit itself; swap accounting may be off
+            return MemoryCgroup(path, version, limit), ""
+        except OSError as err:
+            why = f"cannot set a memory limit in {base} ({err.strerror})"
+            MemoryCgroup(path, version, limit).remove(0)
+    return None, why
 
 
 class SandboxUnavailable(RuntimeError):
@@ -177,7 +267,7 @@ def _dropped(argv: list[str]) -> list[str]:
     if uid is None:
         return ["--", *argv]
     exe = argv[0] if os.path.isabs(argv[0]) else (shutil.which(argv[0]) or argv[0])
-    return ["--", sys.executable, "-c", _DROP, str(uid), exe, *argv[1:]]
+    return ["--", sys.executable, "-I", str(_DROP), str(uid), exe, *argv[1:]]
 
 
 def gpu_binds(dev: str | Path = "/dev", lib_dirs: tuple[str, ...] = GPU_LIB_DIRS,

@@ -10,6 +10,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from xlalab.grading import assign
+from xlalab.grading.faults import GRADED, NOT_GRADED, Fault, from_status
 from xlalab.grading.lab import Lab
 from xlalab.grading.run import RunOutcome
 
@@ -76,6 +77,8 @@ class Row:
     cells_seconds: float = 0.0      # the notebook's own cells (the lab's, the student's, the checks)
     cpu_seconds: float = 0.0        # CPU time of the run (pytest, kernel; exact when one run at a time)
     answers: list[AnswerResult] = field(default_factory=list)   # written answers (client side)
+    state: str = GRADED             # GRADED or NOT_GRADED (:mod:`.faults`); ``status`` is the text for people
+    faults: list[Fault] = field(default_factory=list)           # typed: what the class report counts
 
     @property
     def auto(self) -> float:
@@ -115,13 +118,19 @@ class Row:
         known = {k: v for k, v in data.items() if k in cls.__dataclass_fields__}
         known["checks"] = [CheckResult(**c) for c in known.get("checks", [])]
         known["answers"] = [AnswerResult(**a) for a in known.get("answers", [])]
-        return cls(**known)
+        if "faults" in known:
+            known["faults"] = [f for f in map(Fault.from_dict, known["faults"] or []) if f is not None]
+        row = cls(**known)
+        if "faults" not in data:   # a row an older grader kept: its faults read once from its words
+            row.state, row.faults = from_status(row)
+        return row
 
 
 def zero_row(lab: Lab, student: str, status: str, submission: str = "") -> Row:
     """A row with 0 points on every check (a submission that was not graded), with the reason."""
     checks = [CheckResult(c.check, c.points, c.hidden, False, "not graded") for c in lab.checks]
-    return Row(student, lab.name, lab.maximum, checks, status=status, submission=submission)
+    return Row(student, lab.name, lab.maximum, checks, status=status, submission=submission, state=NOT_GRADED,
+               faults=[Fault("not graded", status.removeprefix("not graded: "))])
 
 
 # What the jail refused, read from the errors of the student's cells (only where the error says so).
@@ -214,12 +223,38 @@ def hidden_message(message: str, body: str) -> str:
     return f"{kind} (the details of a hidden check's error are not shown)"
 
 
-def score(lab: Lab, outcome: RunOutcome, timeout: float) -> tuple[list[CheckResult], list[str], list[str], str]:
-    """Per-check results, notes of what the guard restored, errors of other cells, and the status."""
+def run_faults(lab: Lab, outcome: RunOutcome, timeout: float) -> list[Fault]:
+    """The faults of one run, from its records: setup failed, time limit, kernel died, nbval did not run."""
     lab_setup_id = next((c.get("id") for c in lab.released.cells if assign.xmeta(c).get("setup")), None)
+    faults: list[Fault] = []
+    for rec in outcome.plugin:
+        if rec.get("event") == "result" and rec.get("outcome") != "passed" and rec.get("id") in GRADER_CELLS:
+            faults.append(Fault("setup failed", f"the grader could not set up the kernel "
+                                                f"({rec.get('message') or 'failed'})"))
+            break
+        if rec.get("event") == "result" and rec.get("outcome") != "passed" and rec.get("id") == lab_setup_id:
+            faults.append(Fault("setup failed", f"the lab's setup cell failed ({rec.get('message') or 'failed'})"))
+            break
+    if outcome.timed_out:
+        faults.append(Fault("time limit", f"time limit {timeout:g} s reached"))
+    for rec in outcome.plugin:
+        if rec.get("event") == "result" and "the kernel died" in (rec.get("message") or ""):
+            died = rec["message"].replace(" while this cell ran", "")
+            if "SIGKILL" in died:
+                died = died.replace("(SIGKILL)", "(SIGKILL: killed, e.g. for using too much memory)")
+            faults.append(Fault("kernel died", died))
+            break
+    if not any(r.get("event") == "result" for r in outcome.plugin) and not outcome.timed_out:
+        faults.append(Fault("setup failed", "nbval did not run (see the grader log)"))
+    return faults
+
+
+def score(lab: Lab, outcome: RunOutcome, timeout: float) -> tuple[list[CheckResult], list[str], list[str], str]:
+    """Per-check results, notes of what the guard restored, errors of other cells, and the status (the words
+    of :func:`run_faults`, which the row keeps typed)."""
+    faults = run_faults(lab, outcome, timeout)
     results = {}
     other_errors: list[str] = []
-    died = None
     for rec in outcome.plugin:
         if rec.get("event") != "result":
             continue
@@ -231,18 +266,7 @@ def score(lab: Lab, outcome: RunOutcome, timeout: float) -> tuple[list[CheckResu
         elif rec.get("outcome") != "passed" and rec.get("phase") == "call":
             where = f"cell `{rec['id']}`" if rec.get("id") else f"code cell {rec.get('cell')}"
             other_errors.append(f"{where}: {rec.get('message') or rec.get('outcome')}")
-        if "the kernel died" in (rec.get("message") or "") and died is None:
-            died = rec["message"].replace(" while this cell ran", "")
-            if "SIGKILL" in died:
-                died = died.replace("(SIGKILL)", "(SIGKILL: killed, e.g. for using too much memory)")
-    setup_failed = None
-    for rec in outcome.plugin:
-        if rec.get("event") == "result" and rec.get("outcome") != "passed" and rec.get("id") in GRADER_CELLS:
-            setup_failed = f"the grader could not set up the kernel ({rec.get('message') or 'failed'})"
-            break
-        if rec.get("event") == "result" and rec.get("outcome") != "passed" and rec.get("id") == lab_setup_id:
-            setup_failed = f"the lab's setup cell failed ({rec.get('message') or 'failed'})"
-            break
+    setup_failed = next((f.detail for f in faults if f.kind == "setup failed" and "nbval" not in f.detail), None)
     guard_end = {r["check"]: r for r in outcome.guard if r.get("event") == "end" and "check" in r}
     guard_start = {r["check"]: r for r in outcome.guard if r.get("event") == "start" and "check" in r}
     restored: list[str] = []
@@ -280,17 +304,6 @@ def score(lab: Lab, outcome: RunOutcome, timeout: float) -> tuple[list[CheckResu
         if check.hidden and not passed:
             message = hidden_message(message, check.source)
         checks.append(CheckResult(check.check, check.points, check.hidden, passed, message))
-    status = STATUS_OK
-    flags = []
-    if setup_failed:
-        flags.append(setup_failed)
-    if outcome.timed_out:
-        flags.append(f"time limit {timeout:g} s reached")
-    if died:
-        flags.append(died)
-    if not any(r.get("event") == "result" for r in outcome.plugin) and not outcome.timed_out:
-        flags.append("nbval did not run (see the grader log)")
-    if flags:
-        status += "; " + "; ".join(flags)
+    status = "; ".join([STATUS_OK] + [f.detail for f in faults])
     return checks, restored, other_errors[:10], status
 

@@ -60,6 +60,7 @@ class Own:
     student: str
     code: list[tuple[str, str]] = field(default_factory=list)
     answers: list[tuple[str, str]] = field(default_factory=list)
+    skeleton: list[str] = field(default_factory=list)    # the code's ordered signal (:func:`skeleton`)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -67,7 +68,8 @@ class Own:
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> "Own":
         return cls(str(data["student"]), [(str(a), str(b)) for a, b in data.get("code", [])],
-                   [(str(a), str(b)) for a, b in data.get("answers", [])])
+                   [(str(a), str(b)) for a, b in data.get("answers", [])],
+                   [str(t) for t in data.get("skeleton", [])][:MAX_TOKENS])
 
 
 @dataclass
@@ -93,10 +95,12 @@ class Pair:
     shared_answers: int
     flagged: bool
     cells: list[CellPair] = field(default_factory=list)
+    order_code: float = 0.0        # the ordered signal (:func:`ordered_overlap`) of the code skeletons
+    order_answers: float = 0.0     # and of the answers' content words
 
     @property
     def score(self) -> float:
-        return max(self.code, self.answers)
+        return max(self.code, self.answers, self.order_code, self.order_answers)
 
 
 def _src(cell: Any) -> str:
@@ -130,6 +134,12 @@ def own_of(lab: Lab, student: str, nb: Any) -> Own:
     answer_cells = {a.cell_id: a.answer for a in lab.answers if a.cell_id}
     answer_ids = {a.answer for a in lab.answers}
     own = Own(student)
+    ids = set()   # identity functions defined anywhere in the hand-in, unwrapped in every cell
+    for cell in cells:
+        if isinstance(cell, dict) and cell.get("cell_type") == "code":
+            ids |= _identity_functions(_parse(_src(cell)))
+    starter = {line.strip() for c in lab.released.cells if c.get("cell_type") == "code"
+               for line in normal_code(_src(c)).splitlines() if line.strip()} | starter
     for i, cell in enumerate(cells):
         if not isinstance(cell, dict):
             continue
@@ -144,10 +154,13 @@ def own_of(lab: Lab, student: str, nb: Any) -> Own:
         header = parse_header(src)
         if cell.get("id") in check_cell_ids or assign.xmeta(cell).get("check") or (header and header[0] in check_ids):
             continue
-        kept = "\n".join(line for line in src.splitlines() if line.strip() not in starter).strip("\n")
+        norm = normal_code(src, ids)
+        kept = "\n".join(line for line in norm.splitlines() if line.strip() not in starter).strip("\n")
         if kept.strip():
             own.code.append((str(cell.get("id") or f"cell {i}"), kept))
+            own.skeleton += skeleton(src, ids)
     own.code, own.answers = _cut(own.code), _cut(own.answers)
+    own.skeleton = own.skeleton[:MAX_TOKENS]
     return own
 
 
@@ -214,18 +227,193 @@ def load(out: str | Path, students: list[str]) -> list[Own]:
 
 # -- fingerprints and pairs --------------------------------------------------------------------------------------
 
+# -- normalising before fingerprinting (issue 25: a mechanical rewrite hid a copy) -----------------------------
+
+# Words that carry no content in an answer, dropped before comparing (English function words and fillers).
+STOP_WORDS = frozenset("""a about above actually after again against all also am an and any are as at basically be
+because been before being below between both but by can could did do does doing down during each else even ever
+every few for from further had has have having he her here hers him his how however i if in indeed into is it its
+itself just kind kinda least less let like literally many may me might more most much must my myself no nor not
+now of off often on once only or other our ours out over own per perhaps pretty quite rather really same she
+should simply so some somewhat such than that the their theirs them then there these they this those though
+through thus to too truly under until up upon us very was we well were what when where whether which while who
+whom why will with would yes yet you your yours""".split())
+MIN_ORDERED = 30          # tokens a pair's ordered signal must match before it may flag the pair
+MAX_TOKENS = 3000         # of a student's code skeleton or answer words, in order, for the ordered signal
+
+
+def _identity_functions(tree) -> set[str]:
+    """Names bound to functions that return their one argument unchanged (``def f(x): return x``,
+    ``f = lambda x: x``), after no-op statements are ignored (none for a ``tree`` of None)."""
+    import ast
+
+    names: set[str] = set()
+    if tree is None:
+        return names
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and len(node.args.args) == 1 \
+                and not node.args.vararg and not node.args.kwarg and not node.decorator_list:
+            body = [s for s in node.body if not _noop(s)]
+            arg = node.args.args[0].arg
+            if len(body) == 1 and isinstance(body[0], ast.Return) and isinstance(body[0].value, ast.Name) \
+                    and body[0].value.id == arg:
+                names.add(node.name)
+        elif isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name) \
+                and isinstance(node.value, ast.Lambda) and len(node.value.args.args) == 1 \
+                and isinstance(node.value.body, ast.Name) and node.value.body.id == node.value.args.args[0].arg:
+            names.add(node.targets[0].id)
+    return names
+
+
+def _noop(stmt) -> bool:
+    """A statement that does nothing: ``pass``, a bare constant, name or attribute (docstrings included), or
+    ``x = x``."""
+    import ast
+
+    if isinstance(stmt, ast.Pass):
+        return True
+    if isinstance(stmt, ast.Expr):
+        return isinstance(stmt.value, (ast.Constant, ast.Name, ast.Attribute))
+    if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name):
+        return isinstance(stmt.value, ast.Name) and stmt.value.id == stmt.targets[0].id
+    return False
+
+
+def _parse(text: str):
+    import ast
+
+    if len(text) > MAX_CHARS:
+        return None
+    try:
+        return ast.parse(text)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return None
+
+
+def _normal_tree(text: str, ids: set[str] | None = None):
+    """The AST of ``text`` with identity wrappers (``ids``, and those ``text`` defines) unwrapped (``f(x)`` ->
+    ``x``), their definitions and every no-op statement removed; None if it does not parse."""
+    import ast
+
+    tree = _parse(text)
+    if tree is None:
+        return None
+    ids = set(ids or ()) | _identity_functions(tree)
+
+    class Normal(ast.NodeTransformer):
+        def visit_Call(self, node):
+            self.generic_visit(node)
+            if isinstance(node.func, ast.Name) and node.func.id in ids and len(node.args) == 1 \
+                    and not node.keywords and not isinstance(node.args[0], ast.Starred):
+                return node.args[0]
+            return node
+
+    try:
+        tree = Normal().visit(tree)
+        for node in ast.walk(tree):
+            for name in ("body", "orelse", "finalbody"):
+                body = getattr(node, name, None)
+                if isinstance(body, list) and body and isinstance(body[0], ast.stmt):
+                    kept = [s for s in body if not _noop(s) and not (
+                        isinstance(s, (ast.FunctionDef, ast.Assign)) and _defines(s) & ids)]
+                    setattr(node, name, kept or ([ast.Pass()] if name == "body" and not isinstance(node, ast.Module)
+                                                 else []))
+        return ast.fix_missing_locations(tree)
+    except RecursionError:
+        return None
+
+
+def _defines(stmt) -> set[str]:
+    import ast
+
+    if isinstance(stmt, ast.FunctionDef):
+        return {stmt.name}
+    return {t.id for t in stmt.targets if isinstance(t, ast.Name)}
+
+
+def normal_code(text: str, ids: set[str] | None = None) -> str:
+    """``text`` as it is compared: parsed and written back (comments and layout gone) without identity
+    wrappers and no-op statements; the text itself where it does not parse."""
+    import ast
+
+    tree = _normal_tree(text, ids)
+    if tree is None:
+        return text
+    try:
+        return ast.unparse(tree)
+    except (RecursionError, ValueError):
+        return text
+
+
+def skeleton(text: str, ids: set[str] | None = None) -> list[str]:
+    """The ordered signal of code: in source order, what a working rewrite must keep: the statements' kinds,
+    called and looked-up attributes, operators and constants (never variable names), of the normalised code."""
+    import ast
+
+    tree = _normal_tree(text, ids)
+    if tree is None:
+        return []
+    out: list[str] = []
+
+    def walk(node) -> None:
+        if len(out) >= MAX_TOKENS:
+            return
+        if isinstance(node, ast.stmt):
+            out.append(type(node).__name__)
+        elif isinstance(node, ast.Attribute):
+            out.append("." + node.attr)
+        elif isinstance(node, ast.Constant):
+            out.append(repr(node.value)[:40])
+        elif isinstance(node, (ast.operator, ast.cmpop, ast.boolop, ast.unaryop)):
+            out.append(type(node).__name__)
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Name):
+            out.append(node.func.id + "()")
+        for child in ast.iter_child_nodes(node):
+            walk(child)
+
+    try:
+        walk(tree)
+    except RecursionError:
+        pass
+    return out
+
+
+def content_words(text: str) -> list[str]:
+    """The ordered signal of a written answer: its words without :data:`STOP_WORDS` (fillers, function words)."""
+    words = re.findall(r"[a-z0-9]+(?:[-'][a-z0-9]+)*", text.lower())
+    return [w for w in words if w not in STOP_WORDS][:MAX_TOKENS]
+
+
+def ordered_overlap(a: list[str], b: list[str]) -> tuple[float, int]:
+    """(tokens of the shorter found in the other in the same order, as a share; how many): words or statements
+    inserted anywhere (fillers, no-ops, wrappers) do not lower it, only rewording or reordering does."""
+    if not a or not b:
+        return 0.0, 0
+    from difflib import SequenceMatcher
+
+    matched = sum(block.size for block in SequenceMatcher(None, a, b, autojunk=False).get_matching_blocks())
+    return matched / min(len(a), len(b)), matched
+
+
+def compared(text: str, code: bool) -> str:
+    """The text fingerprinted: code as :func:`own_of` keeps it (already :func:`normal_code`), an answer's
+    :func:`content_words`."""
+    return text if code else " ".join(content_words(text))
+
+
 def _fingerprint(text: str, *, code: bool, boilerplate=None):
     import matplotlib
 
     matplotlib.use("Agg")   # copydetect imports pyplot; no display here
     from copydetect import CodeFingerprint
 
+    text = compared(text, code)
     return CodeFingerprint("own.py" if code else "own.txt", NOISE, GUARANTEE - NOISE + 1, boilerplate=boilerplate,
                            filter=code, language="python" if code else None, fp=io.StringIO(text))
 
 
 def _boilerplate(lab: Lab) -> tuple[Any, Any]:
-    code = "\n\n".join(_src(c) for c in lab.released.cells if c.get("cell_type") == "code")
+    code = "\n\n".join(normal_code(_src(c)) for c in lab.released.cells if c.get("cell_type") == "code")
     text = "\n\n".join(_norm_text(_src(c)) for c in lab.released.cells if c.get("cell_type") == "markdown")
     import numpy as np
 
@@ -267,17 +455,24 @@ def pairs(lab: Lab, owns: list[Own], threshold: float = DEFAULT_THRESHOLD, *,
     owns = sorted(owns, key=lambda o: o.student)
     fp_code = [_fingerprint(_join(o.code), code=True, boilerplate=code_bp) for o in owns]
     fp_text = [_fingerprint(_join(o.answers), code=False, boilerplate=text_bp) for o in owns]
+    sk = [o.skeleton for o in owns]
+    words = [content_words(_join(o.answers)) for o in owns]
     found = []
     for i in range(len(owns)):
         for j in range(i + 1, len(owns)):
             code, shared_code, _ = _compare(fp_code[i], fp_code[j])
             answers, shared_answers, _ = _compare(fp_text[i], fp_text[j])
-            if not (shared_code or shared_answers):
+            order_code, matched_code = ordered_overlap(sk[i], sk[j])
+            order_answers, matched_words = ordered_overlap(words[i], words[j])
+            if not (shared_code or shared_answers or matched_code >= MIN_ORDERED or matched_words >= MIN_ORDERED):
                 continue
             flagged = (code >= threshold and shared_code >= min_shared) or \
-                (answers >= threshold and shared_answers >= min_shared)
+                (answers >= threshold and shared_answers >= min_shared) or \
+                (order_code >= threshold and matched_code >= MIN_ORDERED) or \
+                (order_answers >= threshold and matched_words >= MIN_ORDERED)
             pair = Pair(owns[i].student, owns[j].student, round(code, 3), round(answers, 3), shared_code,
-                        shared_answers, flagged)
+                        shared_answers, flagged, order_code=round(order_code, 3),
+                        order_answers=round(order_answers, 3))
             if flagged:
                 pair.cells = _cell_pairs(owns[i], owns[j], code_bp, text_bp, cells)
             found.append(pair)
@@ -306,7 +501,9 @@ def _cell_pairs(a: Own, b: Own, code_bp, text_bp, limit: int) -> list[CellPair]:
         used_l.add((kind, x))
         used_r.add((kind, y))
         left, right = (a.code, b.code) if kind == "code" else (a.answers, b.answers)
-        out.append(CellPair(left[x][0], right[y][0], _marked(left[x][1], sx), _marked(right[y][1], sy), overlap))
+        code = kind == "code"
+        out.append(CellPair(left[x][0], right[y][0], _marked(compared(left[x][1], code), sx),
+                            _marked(compared(right[y][1], code), sy), overlap))
         if len(out) == limit:
             break
     return out

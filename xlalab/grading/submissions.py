@@ -13,6 +13,7 @@ import json
 import os
 import re
 import stat
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable
 
@@ -22,16 +23,81 @@ from xlalab.grading.lab import Lab
 from xlalab.grading.notebook import parse_header
 
 MAX_BYTES = 50 * 2**20   # the largest hand-in read (a notebook with its outputs); larger ones are refused
+# The most cells a hand-in may have (the labs have 37-55; a student's extra cells are welcome up to this): the
+# grader's own work on a hand-in (validating, comparing, similarity) grows with its cells and runs outside the jail
+# and --timeout, so a hand-in of 130,000 Markdown cells must not cost a minute there.
+MAX_CELLS = 2000
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+SOURCE_FILES_LIMIT = 20_000   # files of the source folder whose identity is taken (a folder of a few labs)
 
 
 class Unreadable(Exception):
     """A submission that cannot be graded; the message is the reason shown in the gradebook."""
 
 
+@dataclass(frozen=True)
+class Sources:
+    """The instructor's source files as a hand-in must not be: ``files`` maps (st_dev, st_ino) to a file's
+    name, ``digests`` the SHA-256 of each source notebook's bytes to its name."""
+
+    files: dict[tuple[int, int], str]
+    digests: dict[str, str]
+
+
+_SOURCES: dict[str, Sources] = {}   # by source folder, in this process; every read_handin checks against them
+
+
+def guard_sources(lab: Lab) -> Sources:
+    """Take (once per process and source folder) the identity of every file under the folder of ``lab``'s
+    source; from then on :func:`read_handin` refuses a hand-in that is one of them (a hard link, which a tar
+    or zip unpacked with Python's defaults makes)."""
+    folder = str(Path(lab.source_path).resolve().parent)
+    if folder in _SOURCES:
+        return _SOURCES[folder]
+    files: dict[tuple[int, int], str] = {}
+    digests: dict[str, str] = {}
+    count = 0
+    for d, subdirs, names in os.walk(folder):
+        for name in names:
+            count += 1
+            if count > SOURCE_FILES_LIMIT:
+                break
+            p = os.path.join(d, name)
+            for st in _stats(p):
+                files[(st.st_dev, st.st_ino)] = os.path.relpath(p, folder)
+            if name.endswith(".ipynb"):
+                try:
+                    with open(p, "rb") as f:
+                        digests[hashlib.sha256(f.read(MAX_BYTES + 1)).hexdigest()] = name
+                except OSError:
+                    pass
+    _SOURCES[folder] = Sources(files, digests)
+    return _SOURCES[folder]
+
+
+def _stats(path: str) -> list[os.stat_result]:
+    out = []
+    for fn in (os.lstat, os.stat):
+        try:
+            out.append(fn(path))
+        except OSError:
+            pass
+    return out
+
+
+def copy_of_source(raw: bytes) -> str | None:
+    """The name of the source notebook whose bytes ``raw`` equals (a copy of the model answers), else None."""
+    digest = hashlib.sha256(raw).hexdigest()
+    return next((s.digests[digest] for s in _SOURCES.values() if digest in s.digests), None)
+
+
 def read_handin(path: str | Path, limit: int = MAX_BYTES) -> bytes:
-    """The bytes of a hand-in that is a regular file, not a symbolic link, of at most ``limit`` bytes;
-    else raise :class:`Unreadable` with the reason. Never follows a link (to the instructor's solution, to
-    /dev/zero), never blocks on a FIFO, never reads more than ``limit`` + 1 bytes."""
+    """The bytes of a hand-in that is a regular file, not a symbolic link, of at most ``limit`` bytes, and
+    not one of the instructor's source files (:func:`guard_sources`); else raise :class:`Unreadable` with the
+    reason. Never follows a link (to the instructor's solution, to /dev/zero), never blocks on a FIFO, never
+    reads more than ``limit`` + 1 bytes."""
     path = Path(path)
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_NOCTTY", 0))
@@ -43,6 +109,10 @@ def read_handin(path: str | Path, limit: int = MAX_BYTES) -> bytes:
         info = os.fstat(fd)
         if not stat.S_ISREG(info.st_mode):
             raise Unreadable("not a regular file (a FIFO, device or folder)")
+        for sources in _SOURCES.values():
+            if (info.st_dev, info.st_ino) in sources.files:
+                raise Unreadable(f"the same file as the instructor's source {sources.files[(info.st_dev, info.st_ino)]}"
+                                 " (a hard link to it, not a hand-in); refused")
         if info.st_size > limit:
             raise Unreadable(f"larger than the limit of {limit // 2**20} MB ({info.st_size / 2**20:.0f} MB)")
         chunks, size = [], 0
@@ -62,22 +132,62 @@ def read_handin(path: str | Path, limit: int = MAX_BYTES) -> bytes:
 
 
 def parse_json(raw: bytes) -> Any:
-    """JSON of a hand-in; raise :class:`Unreadable` (not UTF-8, bad JSON, nested too deeply)."""
+    """JSON of a hand-in, every lone surrogate of its strings (``"\ud800"``, which no UTF-8 file can hold)
+    replaced by U+FFFD, so that nothing read from a hand-in can stop a file the grader writes; raise
+    :class:`Unreadable` (not UTF-8, bad JSON, nested too deeply, more than :data:`MAX_CELLS` cells)."""
     if not raw.strip():
         raise Unreadable("empty file")
     try:
-        return json.loads(raw.decode("utf-8"))
+        data = json.loads(raw.decode("utf-8"))
     except UnicodeDecodeError:
         raise Unreadable("not a text file (not UTF-8)") from None
     except json.JSONDecodeError as err:
         raise Unreadable(f"not valid JSON (line {err.lineno}: {err.msg}); not a notebook") from None
     except RecursionError:
         raise Unreadable("not a notebook (JSON nested too deeply)") from None
+    if isinstance(data, dict) and isinstance(data.get("cells"), list) and len(data["cells"]) > MAX_CELLS:
+        raise Unreadable(f"{len(data['cells'])} cells, more than the {MAX_CELLS} a hand-in may have (the lab has "
+                         "about 50)")
+    # A lone surrogate can come only from a JSON escape (UTF-8 cannot hold one): \uD800 to \uDFFF.
+    return _without_surrogates(data) if re.search(rb"\\[uU][dD][89abAB]", raw) else data
 
 
-def read_submission(path: Path, lab: Lab) -> Any:
-    """Parse a submission notebook; raise Unreadable with a reason a student understands."""
-    data = parse_json(read_handin(path))
+def _without_surrogates(data: Any) -> Any:
+    """``data`` (parsed JSON) with lone surrogates in its strings and keys replaced by U+FFFD (no recursion:
+    the depth is what json.loads accepted)."""
+    def fix(x: Any) -> Any:
+        return _SURROGATE.sub("\ufffd", x) if isinstance(x, str) else x
+
+    root = [fix(data)]
+    stack: list[Any] = [root]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, list):
+            for i, v in enumerate(node):
+                node[i] = fix(v)
+                if isinstance(node[i], (list, dict)):
+                    stack.append(node[i])
+        elif isinstance(node, dict):
+            for k in list(node):
+                v, key = fix(node[k]), fix(k)
+                if key != k:
+                    del node[k]
+                node[key] = v
+                if isinstance(v, (list, dict)):
+                    stack.append(v)
+    return root[0]
+
+
+def read_submission(path: Path, lab: Lab, flags: list[str] | None = None) -> Any:
+    """Parse a submission notebook; raise Unreadable with a reason a student understands. A hand-in that is a
+    source file is refused (:func:`guard_sources`); one whose bytes equal a source notebook's is graded and
+    flagged: a line is added to ``flags``."""
+    guard_sources(lab)
+    raw = read_handin(path)
+    copied = copy_of_source(raw)
+    if copied and flags is not None:
+        flags.append(f"the hand-in is byte for byte the instructor's source {copied}")
+    data = parse_json(raw)
     if not isinstance(data, dict) or not isinstance(data.get("cells"), list):
         raise Unreadable("not a Jupyter notebook (no list of cells)")
     try:
@@ -101,10 +211,16 @@ def read_submission(path: Path, lab: Lab) -> Any:
 
 
 def expand_submissions(paths: Iterable[str | Path], lab_name: str) -> list[tuple[str, Path]]:
-    """``(student, notebook path)`` for each submission argument (a notebook, or a folder of them)."""
+    """``(student, notebook path)`` for each submission argument (a notebook, or a folder of them).
+
+    A symbolic link named here, by the instructor, is followed (a class folder kept elsewhere); links *inside*
+    a folder are not (they become rows that say so). A notebook named after the lab (``handin/ann/lab01_timing.ipynb``,
+    as a shell glob gives them) is the student of its folder, ``ann``.
+    """
     out: list[tuple[str, Path]] = []
-    for p in map(Path, paths):
-        if p.is_dir() and not p.is_symlink():
+    for given in map(Path, paths):
+        p = Path(os.path.realpath(given)) if given.is_symlink() else given
+        if p.is_dir():
             for child in sorted(p.iterdir()):
                 if child.name.startswith("."):
                     continue
@@ -117,7 +233,11 @@ def expand_submissions(paths: Iterable[str | Path], lab_name: str) -> list[tuple
                     pick = [n for n in nbs if n.stem == lab_name] or nbs
                     out.append((printable(child.name), pick[0] if pick else child / f"{lab_name}.ipynb"))
         else:
-            out.append((printable(p.stem), p))
+            name = given.stem   # the name the instructor gave (a link's own name, not its target's)
+            folder = Path(os.path.abspath(given)).parent.name
+            if name == lab_name and folder:
+                name = folder
+            out.append((printable(name), p))
     return _distinct_names(out)
 
 

@@ -17,7 +17,9 @@ from xlalab.grading import sandbox as sandbox_mod
 from xlalab.grading.build import build_graded, check_cells
 from xlalab.grading.lab import Lab
 from xlalab.grading.run import check_payload, run_notebook
-from xlalab.grading.score import GRADER_CELLS, Row, blocked_notes, score, zero_row
+from xlalab.grading import faults as faults_mod
+from xlalab.grading.faults import Fault
+from xlalab.grading.score import GRADER_CELLS, Row, blocked_notes, run_faults, score, zero_row
 from xlalab.grading.submissions import Unreadable, read_submission
 
 
@@ -59,10 +61,11 @@ def grade_one(lab: Lab, student: str, path: Path, *, cell_timeout: float = 600, 
         box = sandbox if isinstance(sandbox, sandbox_mod.Sandbox) else sandbox_mod.resolve(sandbox)
         row.sandbox = box.kind
         try:
-            sub = read_submission(Path(path), lab)
+            copied: list[str] = []
+            sub = read_submission(Path(path), lab, copied)
         except Unreadable as err:
             zero = zero_row(lab, student, f"not graded: {err}", str(path))
-            row.checks, row.status = zero.checks, zero.status
+            row.checks, row.status, row.state, row.faults = zero.checks, zero.status, zero.state, zero.faults
             return row
         tmp = Path(tempfile.mkdtemp(prefix="xlalab-grade-"))
         work, priv = tmp / "work", tmp / "priv"
@@ -89,13 +92,24 @@ def grade_one(lab: Lab, student: str, path: Path, *, cell_timeout: float = 600, 
         for cmd in outcome.leftover[:3]:
             row.blocked.append(f"to leave a process running after the notebook ended (it ended with the "
                                f"sandbox): `{cmd[:100]}`")
+        if outcome.memory_kills:
+            row.blocked.append(f"to use more than {memory_gb:g} GB for the whole jail (its processes and "
+                               f"folders together; {outcome.memory_kills} killed)")
         if row.tampering:
             row.status += "; tampered"
         if row.restored:
             row.status += "; guard restored " + str(len(row.restored))
+        memory = [] if outcome.memory_jail or not memory_gb else \
+            [Fault("memory per process", f"--memory-gb held per process only: {outcome.memory_note}")]
+        if memory:
+            row.status += f"; memory limited per process only ({outcome.memory_note})"
+        copy = [Fault("copy of the source", c) for c in copied]
+        if copied:
+            row.status += "; " + copied[0]
+        row.faults = faults_mod.merge(run_faults(lab, outcome, timeout) + faults_mod.row_faults(row) + memory + copy)
     except Exception as err:  # the grader itself failed on this submission: record it, go on
-        row.checks = zero_row(lab, student, "").checks
-        row.status = f"not graded: grader error ({type(err).__name__}: {str(err)[:200]})"
+        zero = zero_row(lab, student, f"not graded: grader error ({type(err).__name__}: {str(err)[:200]})")
+        row.checks, row.status, row.state, row.faults = zero.checks, zero.status, zero.state, zero.faults
     finally:
         row.seconds = time.monotonic() - start
         if tmp is not None and not keep:
