@@ -194,12 +194,17 @@ def cpu_count() -> int:
 def gpus() -> list[dict[str, Any]]:
     """The visible GPUs: one dict each with ``name``, ``compute_capability`` (tuple) and ``memory_gb``.
 
-    Empty on a machine without a GPU. Imports TensorFlow.
+    Empty on a machine without a GPU. Imports TensorFlow; the CUDA probe's messages on a machine without a GPU
+    (``failed call to cuInit``) are held back (:func:`xlalab.compat.held_probe_messages`), any other line shown.
     """
-    import tensorflow as tf
+    from xlalab.compat import held_probe_messages
 
+    with held_probe_messages():
+        import tensorflow as tf
+
+        devices = tf.config.list_physical_devices("GPU")
     found = []
-    for dev in tf.config.list_physical_devices("GPU"):
+    for dev in devices:
         details = tf.config.experimental.get_device_details(dev)
         found.append({
             "name": details.get("device_name", dev.name),
