@@ -126,7 +126,7 @@ def _fake_measurements(monkeypatch, seen):
     monkeypatch.setattr(hw, "measure_matmul_rates", rates)
 
 
-def test_unknown_gpu_gets_a_measured_roof_labelled_as_measured(monkeypatch):
+def test_unknown_gpu_gets_a_measured_roof_labelled_as_measured(monkeypatch, capsys):
     """A GPU without a datasheet row (here a laptop RTX 4090) is measured, never refused (main raised LookupError)
     and never given a neighbour's row (the desktop RTX 4090's)."""
     name = "NVIDIA GeForce RTX 4090 Laptop GPU"
@@ -136,7 +136,11 @@ def test_unknown_gpu_gets_a_measured_roof_labelled_as_measured(monkeypatch):
     monkeypatch.setattr(hw, "backend", lambda: hw.Backend("gpu", name, "XLA:GPU", "/GPU:0"))
     monkeypatch.setattr(hw, "_compute_capability", lambda: (8, 9))
     monkeypatch.setattr(hw, "supports_bf16", lambda: True)
+    monkeypatch.setattr(hw, "_NOTED", set())
     p = hw.peaks()
+    assert capsys.readouterr().out == p.note + "\n"       # said once, where the roofs are first read
+    hw.peaks()
+    assert capsys.readouterr().out == ""
     assert p.is_measured and p.roof == "measured" and p.name == name
     assert seen == {"copy_device": "/GPU:0", "matmul_device": "/GPU:0", "dtypes": ("fp32", "tf32", "fp16", "bf16")}
     assert p.bandwidth_gbps == 700.0 and p.peak_flops("tf32") == pytest.approx(60e12)

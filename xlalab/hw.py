@@ -744,6 +744,9 @@ def measured_gpu_peaks(name: str, device: str = "/GPU:0", refresh: bool = False,
         roof="measured", note=missing_row_note(name))
 
 
+_NOTED: set[str] = set()
+
+
 def peaks(refresh: bool = False) -> DevicePeaks:
     """The ceilings of the device the work runs on (:func:`backend`).
 
@@ -751,14 +754,18 @@ def peaks(refresh: bool = False) -> DevicePeaks:
     measured now in ``measured["copy_gbps"]``. Under ``XLALAB_FAKE_GPU``: the named GPU's entry, nothing
     measured. A CPU: :func:`cpu_peaks`. A GPU missing from the table (a real one, or a fake name without a
     row): :func:`measured_gpu_peaks`, labelled ``roof="measured"`` with a one-line :attr:`DevicePeaks.note`
-    naming the missing row; never a neighbour's numbers.
+    naming the missing row, printed the first time in a process; never a neighbour's numbers.
     """
     b = backend()
     if b.kind == "cpu":
         return cpu_peaks(refresh=refresh)
     entry = gpu_peaks(b.name)
     if entry is None:
-        return measured_gpu_peaks(b.name, "/CPU:0" if b.fake else b.device, refresh=refresh, fake=b.fake)
+        measured = measured_gpu_peaks(b.name, "/CPU:0" if b.fake else b.device, refresh=refresh, fake=b.fake)
+        if b.name not in _NOTED:  # once per process: the first page or cell that reads the roofs says why
+            _NOTED.add(b.name)
+            print(measured.note)
+        return measured
     if b.fake:
         return entry
     copy = measure_bandwidth(device=b.device, refresh=refresh)["copy_gbps"]
