@@ -292,3 +292,23 @@ def test_lab_setup_cells_start_tensorflow_quietly():
         src = setup.source
         assert "xlalab.compat.quiet_tensorflow()" in src, path.name
         assert src.index("xlalab.compat.quiet_tensorflow()") < src.index("import tensorflow"), path.name
+
+
+def test_chapter_setup_runs_twice_and_beside_another_stand_in():
+    """A setup cell run twice (the stand-in is then in sys.modules), or after a test's own stub without __spec__
+    (compat_matrix's profiler capture): importlib's find_spec raised ValueError there."""
+    code = ("import sys, types\n"
+            "sys.modules['myst_nb'] = types.SimpleNamespace(glue=lambda *a, **k: None)\n"
+            "from xlalab import compat\n"
+            "compat.install_missing = lambda modules=compat.KERNEL_SIDE: []\n"
+            "compat.chapter_setup()\n"
+            "del sys.modules['myst_nb']\n"
+            "import importlib.util\n"
+            "real = importlib.util.find_spec\n"
+            "importlib.util.find_spec = lambda name, *a: None if name == 'myst_nb' else real(name, *a)\n"
+            "compat.chapter_setup()\n"
+            "compat.chapter_setup()\n"
+            "print(compat.importable('myst_nb'))\n")
+    out = _python(code, TF_CPP_MIN_LOG_LEVEL="2")
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.splitlines()[-1] == "True", out.stdout

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import contextlib
 import importlib
+import importlib.machinery
 import importlib.metadata
 import importlib.util
 import json
@@ -311,8 +312,19 @@ def glue_stand_in() -> types.ModuleType:
             show(variable)
 
     module.glue = glue  # type: ignore[attr-defined]
+    module.__spec__ = importlib.machinery.ModuleSpec("myst_nb", None)
     module.__doc__ = "xlalab.compat.glue_stand_in(): the book's glue outside the book build"
     return module
+
+
+def importable(name: str) -> bool:
+    """Whether ``import name`` finds a module: one already imported (a stand-in included) or one on the path."""
+    if name in sys.modules:
+        return sys.modules[name] is not None
+    try:
+        return importlib.util.find_spec(name) is not None
+    except (ImportError, ValueError):
+        return False
 
 
 def chapter_setup() -> list[str]:
@@ -324,8 +336,8 @@ def chapter_setup() -> list[str]:
     In the course's own environment it installs nothing and changes nothing but the held-back messages.
     """
     done = install_missing()
-    if importlib.util.find_spec("myst_nb") is None:
-        sys.modules.setdefault("myst_nb", glue_stand_in())
+    if not importable("myst_nb"):
+        sys.modules["myst_nb"] = glue_stand_in()
     quiet_tensorflow(list_devices=False)
     if not nvidia_driver_present() and not _fake_gpu_set():
         print(NO_GPU_LINE)
