@@ -10,9 +10,10 @@ which drives the kernels: nbclient and nbval live there, not in the venvs under 
    (its cells up to the first ``profile.tool_names``; the book's ``glue`` stubbed) runs in the same kernel venv.
 2. **Every chapter from its Colab button.** For each ``book/*.ipynb``, with ``xlalab`` uninstalled again: its first
    cell (the hidden setup cell of ``tests/chapter_setup.py``, installing a wheel built from the working tree where
-   the chapter says ``git+<repository>``) and the chapter's own first code cell (its imports), in a fresh kernel of
-   that venv started outside the repository. The labs overview's only code reads ``solutions/`` at build time (a
-   table removed from its page): there the setup cell alone runs.
+   the chapter says ``git+<repository>``) and the imports of the chapter's own first code cell, in a fresh kernel of
+   that venv started outside the repository (must pass); then that whole first code cell, recorded apart (a page
+   may read the repository's files, which a Colab runtime does not have). The labs overview's only code reads
+   ``solutions/`` at build time (a table removed from its page): there the setup cell alone runs.
 3. **Unit tests** of the version-sensitive APIs (profiler, ``experimental_get_compiler_ir`` stages,
    ``sync_devices``, Keras mixed precision, the compat module) with that venv's pytest.
 4. **Every solution notebook** under nbval (``--nbval-lax``: every check cell must pass) in that venv's kernel,
@@ -126,8 +127,18 @@ def colab_cells(source: str) -> list:
     return cells
 
 
+def _imports(source: str) -> str:
+    """The top-level ``import`` and ``from ... import`` statements of a cell, in order (the rest left out)."""
+    import ast
+
+    tree = ast.parse(source)
+    return "\n".join(ast.get_source_segment(source, node) or "" for node in tree.body
+                     if isinstance(node, (ast.Import, ast.ImportFrom)))
+
+
 def chapter_cells(path: Path, source: str) -> list:
-    """The chapter's setup cell, installing from ``source`` instead of the repository URL, and its first code cell."""
+    """The chapter's setup cell (installing from ``source`` instead of the repository URL), the imports of its
+    first code cell, then that whole cell (which may read the repository's files, e.g. ``../results``)."""
     nb = nbformat.read(path, as_version=4)
     code = [c for c in nb.cells if c.cell_type == "code"]
     if not code or not chapter_setup.is_setup(code[0]):
@@ -136,8 +147,28 @@ def chapter_cells(path: Path, source: str) -> list:
     assert url in code[0].source, f"{path.name}: the setup cell does not install {url}"
     cells = [nbformat.v4.new_code_cell(code[0].source.replace(url, source))]
     if path.stem != "labs_overview" and len(code) > 1:
+        cells.append(nbformat.v4.new_code_cell(_imports(code[1].source)))
         cells.append(nbformat.v4.new_code_cell(code[1].source))
     return cells
+
+
+def _execute_each(cells: list, venv: Path, timeout: int = 600) -> list[str]:
+    """Run ``cells`` in one fresh kernel of ``venv`` (no working tree on its path), on past errors; each cell's
+    error ('' where it ran)."""
+    jenv = _kernelspec(venv, None)
+    nb = nbformat.v4.new_notebook(cells=cells, metadata={"kernelspec": {"name": KERNEL, "display_name": KERNEL}})
+    old = dict(os.environ)
+    os.environ.update(jenv)
+    try:
+        NotebookClient(nb, kernel_name=KERNEL, timeout=timeout, allow_errors=True,
+                       resources={"metadata": {"path": "/tmp"}}).execute()
+    except Exception as err:  # noqa: BLE001 - a kernel that died or timed out fails every cell
+        return [f"{type(err).__name__}: {str(err)[-1500:]}"] * len(cells)
+    finally:
+        os.environ.clear()
+        os.environ.update(old)
+    return ["; ".join(f"{o.ename}: {o.evalue}"[:300] for o in c.outputs if o.output_type == "error")
+            for c in nb.cells]
 
 
 def build_wheel(out: Path) -> Path:
@@ -147,15 +178,18 @@ def build_wheel(out: Path) -> Path:
     return next(out.glob("xlalab-*.whl"))
 
 
-def check_chapters(venv: Path, wheel: Path) -> dict[str, str]:
-    """Each chapter's first cells in a fresh kernel of ``venv`` with xlalab uninstalled first: 'pass' or the error."""
+def check_chapters(venv: Path, wheel: Path) -> tuple[dict[str, str], dict[str, str]]:
+    """Each chapter in a fresh kernel of ``venv`` with xlalab uninstalled first: its setup cell and the imports of its
+    first code cell ('pass' or the error), and, apart, whether that whole first cell runs outside a checkout."""
     py = venv / "bin" / "python"
-    out = {}
+    imports, whole = {}, {}
     for path in sorted((REPO / "book").glob("*.ipynb")):
         subprocess.run([str(py), "-m", "pip", "uninstall", "-q", "-y", "xlalab"], capture_output=True)
-        err = _execute(chapter_cells(path, str(wheel)), venv, timeout=600)
-        out[path.stem] = "pass" if not err else err
-    return out
+        errors = _execute_each(chapter_cells(path, str(wheel)), venv)
+        imports[path.stem] = "; ".join(e for e in errors[:2] if e) or "pass"
+        if len(errors) > 2:
+            whole[path.stem] = errors[2] or "pass"
+    return imports, whole
 
 
 def check_venv(venv: Path, wheel: Path) -> dict:
@@ -170,7 +204,7 @@ def check_venv(venv: Path, wheel: Path) -> dict:
     row["seconds"]["colab"] = round(time.time() - t0)
 
     t0 = time.time()
-    row["chapters"] = check_chapters(venv, wheel)
+    row["chapters"], row["chapters_first_cell"] = check_chapters(venv, wheel)
     row["seconds"]["chapters"] = round(time.time() - t0)
 
     t0 = time.time()
@@ -212,6 +246,9 @@ def markdown(rows: list[dict]) -> str:
         bad = [k for k, v in chs.items() if v != "pass"]
         ch = ("make test (installed)" if r.get("note") else f"passed ({len(chs)} pages)" if chs and not bad else
               f"**failed**: {', '.join(bad)}" if bad else "not run")
+        needs = sorted(k for k, v in r.get("chapters_first_cell", {}).items() if v != "pass")
+        if needs:
+            ch += f"; whole first cell outside a checkout fails: {', '.join(needs)}"
         pinned = (f"Colab {r['pinned_to'].split('runtime version ', 1)[-1].split(' ', 1)[0]} (`{r['pin_file']}`)"
                   if r.get("pin_file") else "pip's newest (pyproject.toml)")
         lines.append(f"| {r['tensorflow']} | {pinned} | {r['keras']} | {r['numpy']} | {r.get('matplotlib') or '—'} | "
