@@ -94,9 +94,8 @@ _RTX4090 = ("NVIDIA Ada GPU Architecture whitepaper (2023), Table: GeForce RTX 4
 _RTX5090 = ("NVIDIA RTX Blackwell GPU Architecture whitepaper (2025), Table: GeForce RTX 5090, https://images.nvidia.com/"
             "aem-dam/Solutions/geforce/blackwell/nvidia-rtx-blackwell-gpu-architecture.pdf; " + _SPARSE + "; "
             + _FP32_ACC)
-_A6000 = ("NVIDIA RTX A6000 datasheet (2021), https://www.nvidia.com/content/dam/en-zz/Solutions/design-visualization/"
-          "quadro-product-literature/proviz-print-nvidia-rtx-a6000-datasheet-us-nvidia-1454980-r9-web%20(1).pdf; "
-          + _SPARSE)
+_A6000 = ("NVIDIA RTX A6000 datasheet (2021), specifications at https://www.nvidia.com/en-us/design-visualization/"
+          "rtx-a6000/; " + _SPARSE)
 _B200 = ("NVIDIA Blackwell Architecture Technical Brief (2024), HGX B200 (1000 W) per-GPU rates, "
          "https://resources.nvidia.com/en-us-blackwell-architecture; " + _SPARSE)
 
