@@ -52,20 +52,27 @@ gpu-check: $(STAMP)
 clean:
 	rm -rf _build .pytest_cache
 
-# --- TensorFlow version matrix (issue 18) -------------------------------------------------------------------------
-# Each extra TensorFlow in its own Colab-like venv, .venv-compat/tf<version> (gitignored; .ci/colab-like.txt is the
-# rest of what it holds); a new pin makes a new venv, so a venv is reinstalled only when its pin changes. In each:
-# the Colab install path (setup cell -> Lab 6 Part 6, the profiler chapter's first capture), the version-sensitive
-# unit tests and every solution notebook at XLALAB_PROFILE=tiny. Writes results/compat/compat.json and
-# results/compat/compat.md.
-COMPAT_TF  ?= 2.18.1 2.19.1
+# --- TensorFlow version matrix (issues 18, 26) ----------------------------------------------------------------------
+# Each TensorFlow that a Colab runtime version shipped, in its own Colab-like venv, .venv-compat/tf<version>
+# (gitignored). .ci/colab-tf<version>.txt is that runtime's pip freeze (its source is in its header), used as pip
+# constraints: Keras, NumPy, Matplotlib, ipykernel and every other package Colab had get Colab's version, not pip's
+# newest; .ci/colab-like.txt names what besides TensorFlow the venv holds before the course is installed. The venv's
+# Python is the runtime's (the `# python:` line of the pin file) where this machine has that python3.X, else
+# $(PYTHON); the table records which. A changed pin file makes a new venv. In each venv: the Colab install path (setup
+# cell -> Lab 6 Part 6, the profiler chapter's first capture), every chapter's setup cell and first imports with the
+# course not installed, the version-sensitive unit tests and every solution notebook at XLALAB_PROFILE=tiny. Writes
+# results/compat/compat.json and results/compat/compat.md. The newest TensorFlow of the range is the default venv's.
+COMPAT_TF  ?= 2.18.0 2.19.0 2.20.0
 COMPAT_DIR := .venv-compat
 
-$(COMPAT_DIR)/tf%/.installed-stamp: .ci/colab-like.txt
+$(COMPAT_DIR)/tf%/.installed-stamp: .ci/colab-like.txt .ci/colab-tf%.txt
 	rm -rf $(COMPAT_DIR)/tf$*
-	$(PYTHON) -m venv $(COMPAT_DIR)/tf$*
+	@want=python$$(sed -n 's/^# python: *//p' .ci/colab-tf$*.txt); \
+	  if $$want -c '' 2>/dev/null; then py=$$want; else py=$(PYTHON); \
+	  echo "note: $$want (Colab's) is not on this machine; the venv for TensorFlow $* uses $(PYTHON)"; fi; \
+	  echo "$$py -m venv $(COMPAT_DIR)/tf$*"; $$py -m venv $(COMPAT_DIR)/tf$*
 	$(COMPAT_DIR)/tf$*/bin/python -m pip install --quiet --upgrade pip
-	$(COMPAT_DIR)/tf$*/bin/python -m pip install --quiet 'tensorflow==$*' -r .ci/colab-like.txt
+	$(COMPAT_DIR)/tf$*/bin/python -m pip install --quiet 'tensorflow==$*' -r .ci/colab-like.txt -c .ci/colab-tf$*.txt
 	@touch $@
 
 .PHONY: test-compat

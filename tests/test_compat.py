@@ -178,3 +178,137 @@ def test_lab_text_names_the_course_compiler():
     assert "@BUILT_WITH@" not in text
     assert f"{ref['backend']} of TensorFlow {ref['tensorflow']}" in text
     assert "@BUILT_WITH@" in (REPO / "solutions" / "lab02_hlo_fusion.ipynb").read_text()
+
+
+# --- issue 26: a quiet start on a machine without a GPU, the chapters' setup cell --------------------------------
+
+PROBE_LINES = (b"WARNING: All log messages before absl::InitializeLog() is called are written to STDERR\n"
+               b"I0000 00:00:1796327193.390510   16311 cudart_stub.cc:31] Could not find cuda drivers on your "
+               b"machine, GPU will not be used.\n"
+               b"E0000 00:00:1796327202.954515   16311 cuda_platform.cc:52] failed call to cuInit: INTERNAL: CUDA "
+               b"error: Failed call to cuInit: UNKNOWN ERROR (303)\n")
+
+
+def _python(code: str, timeout: int = 300, **env) -> "subprocess.CompletedProcess":
+    import os
+    import subprocess
+
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=timeout, cwd=REPO,
+                          env={**os.environ, "PYTHONPATH": str(REPO), **env})
+
+
+def test_held_probe_messages_drop_only_the_cuda_probe():
+    """TensorFlow 2.21's probe lines on a CPU machine (recorded) go; any other line written to fd 2 stays."""
+    code = ("import os\nfrom xlalab import compat\nwith compat.held_probe_messages():\n"
+            f"    os.write(2, {PROBE_LINES!r} + b'a real problem\\n')\n"
+            "os.write(2, b'after\\n')\n")
+    out = _python(code)
+    assert out.returncode == 0, out.stderr
+    assert out.stderr.splitlines() == ["a real problem", "after"], out.stderr
+
+
+def test_held_probe_messages_keep_a_fatal_message_when_the_process_dies():
+    code = ("import os\nfrom xlalab import compat\nwith compat.held_probe_messages():\n"
+            "    os.write(2, b'F0000 parse_flags_from_env.cc:234] Unknown flag in TF_XLA_FLAGS\\n')\n"
+            "    os._exit(3)\n")
+    out = _python(code)
+    assert out.returncode == 3 and "Unknown flag in TF_XLA_FLAGS" in out.stderr, out.stderr
+
+
+def test_quiet_tensorflow_says_no_gpu_in_one_line():
+    """On this CPU machine, importing TensorFlow prints the CUDA probe's messages; quiet_tensorflow() prints one
+    line instead (what a lab's setup cell shows)."""
+    from xlalab import hw
+
+    if hw.gpus() or compat.nvidia_driver_present():
+        pytest.skip("a machine with an NVIDIA driver: TensorFlow's probe finds it and prints nothing to hold back")
+    env = {"TF_CPP_MIN_LOG_LEVEL": "2"}
+    loud = _python("import tensorflow as tf\ntf.config.list_physical_devices('GPU')", **env)
+    assert "cuInit" in loud.stderr or "Could not find cuda drivers" in loud.stderr, loud.stderr
+    quiet = _python("from xlalab import compat\nprint(compat.quiet_tensorflow())", **env)
+    assert quiet.returncode == 0, quiet.stderr
+    assert quiet.stdout.splitlines() == [compat.NO_GPU_LINE, "[]"], quiet.stdout
+    assert "cuInit" not in quiet.stderr and "cuda drivers" not in quiet.stderr, quiet.stderr
+
+
+def test_quiet_tensorflow_under_a_fake_gpu_prints_nothing(monkeypatch):
+    monkeypatch.setenv("XLALAB_FAKE_GPU", "NVIDIA A100-SXM4-40GB")
+    out = _python("from xlalab import compat\ncompat.quiet_tensorflow(list_devices=False)",
+                  XLALAB_FAKE_GPU="NVIDIA A100-SXM4-40GB")
+    assert out.returncode == 0 and out.stdout == "", out.stdout
+
+
+def test_glue_stand_in_shows_what_the_book_would_show(capsys):
+    glue = compat.glue_stand_in().glue
+    glue("hidden", 12345, display=False)
+    glue("shown", 678)
+    assert capsys.readouterr().out.strip() == "678"
+
+
+def test_chapter_setup_gives_a_kernel_without_myst_nb_the_stand_in():
+    """In a kernel without myst_nb (Colab), `from myst_nb import glue` works after the chapter's setup cell."""
+    code = ("import importlib.util, sys\n"
+            "real = importlib.util.find_spec\n"
+            "importlib.util.find_spec = lambda name, *a: None if name == 'myst_nb' else real(name, *a)\n"
+            "sys.modules.pop('myst_nb', None)\n"
+            "from xlalab import compat\n"
+            "compat.install_missing = lambda modules=compat.KERNEL_SIDE: []\n"
+            "compat.chapter_setup()\n"
+            "from myst_nb import glue\n"
+            "print('glue_stand_in' in (sys.modules['myst_nb'].__doc__ or ''))\n")
+    out = _python(code, TF_CPP_MIN_LOG_LEVEL="2")
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.splitlines()[-1] == "True", out.stdout
+
+
+def test_every_book_page_starts_with_the_hidden_setup_cell():
+    """Each book/*.ipynb's FIRST cell installs the course where xlalab is missing (Colab), hidden in the HTML."""
+    import json
+
+    sys.path.insert(0, str(REPO / "tests"))
+    import chapter_setup
+
+    pages = sorted((REPO / "book").glob("*.ipynb"))
+    assert len(pages) >= 10
+    for path in pages:
+        first = json.loads(path.read_text(encoding="utf-8"))["cells"][0]
+        assert first == chapter_setup.setup_cell(), f"{path.name}: run python tests/chapter_setup.py"
+        assert first["metadata"]["tags"] == ["remove-cell"]
+        src = "".join(first["source"])
+        assert 'find_spec("xlalab") is None' in src and "--no-deps" in src and "xlalab.compat.chapter_setup()" in src
+        import yaml
+
+        url = yaml.safe_load((REPO / "_config.yml").read_text())["repository"]["url"]
+        assert f'"git+{url}"' in src
+    assert chapter_setup.main(["--check"]) == 0
+
+
+def test_lab_setup_cells_start_tensorflow_quietly():
+    import nbformat
+
+    for path in sorted((REPO / "solutions").glob("lab*.ipynb")):
+        setup = next(c for c in nbformat.read(path, as_version=4).cells
+                     if c.cell_type == "code" and c.metadata.get("xlalab", {}).get("setup"))
+        src = setup.source
+        assert "xlalab.compat.quiet_tensorflow()" in src, path.name
+        assert src.index("xlalab.compat.quiet_tensorflow()") < src.index("import tensorflow"), path.name
+
+
+def test_chapter_setup_runs_twice_and_beside_another_stand_in():
+    """A setup cell run twice (the stand-in is then in sys.modules), or after a test's own stub without __spec__
+    (compat_matrix's profiler capture): importlib's find_spec raised ValueError there."""
+    code = ("import sys, types\n"
+            "sys.modules['myst_nb'] = types.SimpleNamespace(glue=lambda *a, **k: None)\n"
+            "from xlalab import compat\n"
+            "compat.install_missing = lambda modules=compat.KERNEL_SIDE: []\n"
+            "compat.chapter_setup()\n"
+            "del sys.modules['myst_nb']\n"
+            "import importlib.util\n"
+            "real = importlib.util.find_spec\n"
+            "importlib.util.find_spec = lambda name, *a: None if name == 'myst_nb' else real(name, *a)\n"
+            "compat.chapter_setup()\n"
+            "compat.chapter_setup()\n"
+            "print(compat.importable('myst_nb'))\n")
+    out = _python(code, TF_CPP_MIN_LOG_LEVEL="2")
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.splitlines()[-1] == "True", out.stdout

@@ -44,7 +44,8 @@ def test_python_versions_agree():
 def test_pyproject_pins_what_the_course_needs():
     project = _pyproject()["project"]
     deps = " ".join(project["dependencies"])
-    for name in ("tensorflow>=2.18", "jupyter-book>=1.0.4,<2", "matplotlib", "nbval", "pytest", "ipykernel"):
+    for name in ("tensorflow>=2.18", "jupyter-book>=1.0.4,<2", "matplotlib", "nbval", "pytest", "ipykernel",
+                 "nbconvert"):
         assert name in deps, name
     assert re.search(r"tensorflow>=2\.18,<2\.\d+", deps), "TensorFlow needs an upper bound below the next untested minor"
     assert {"dev", "gpu"} <= set(project["optional-dependencies"])
@@ -89,3 +90,39 @@ def test_ci_runs_make_test():
 
 def test_ci_runs_make_test_compat():
     assert "make test-compat" in (ROOT / ".ci" / "run").read_text()
+
+
+def test_nbconvert_runs_a_notebook_headless():
+    """`jupyter nbconvert --to notebook --execute lab.ipynb` works in the course environment (issue 26)."""
+    import shutil
+    import subprocess
+
+    exe = Path(sys.executable).parent / "jupyter-nbconvert"
+    assert exe.exists() or shutil.which("jupyter-nbconvert"), "nbconvert is not installed: pip install -e '.[dev]'"
+    out = subprocess.run([sys.executable, "-m", "nbconvert", "--version"], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0 and out.stdout.strip()[0].isdigit(), out.stderr
+
+
+def _compat_versions() -> list[str]:
+    return re.search(r"^COMPAT_TF\s*\?=\s*(.+)$", (ROOT / "Makefile").read_text(), re.M)[1].split()
+
+
+def test_each_compat_tensorflow_has_colabs_pins_with_their_source():
+    """Every TensorFlow `make test-compat` runs is pinned as Colab shipped it (.ci/colab-tf<version>.txt): the
+    TensorFlow itself, Keras, NumPy and Matplotlib at least, from Colab's published pip freeze (its URL)."""
+    versions = _compat_versions()
+    assert {v.rsplit(".", 1)[0] for v in versions} >= {"2.18", "2.19", "2.20"}
+    for v in versions:
+        path = ROOT / ".ci" / f"colab-tf{v}.txt"
+        assert path.exists(), f"make test-compat runs TensorFlow {v} without Colab's pins ({path.name})"
+        text = path.read_text()
+        header = [line for line in text.splitlines() if line.startswith("#")]
+        assert any("https://github.com/googlecolab/backend-info/blob/" in line for line in header), path.name
+        assert re.search(r"^# python: 3\.\d+$", text, re.M), path.name
+        pins = dict(line.split("==", 1) for line in text.splitlines() if line and not line.startswith("#"))
+        pins = {k.lower().replace("_", "-"): val for k, val in pins.items()}
+        assert pins.get("tensorflow") == v, f"{path.name} pins TensorFlow {pins.get('tensorflow')}, not {v}"
+        for name in ("keras", "numpy", "matplotlib", "ipykernel", "protobuf", "ml-dtypes"):
+            assert name in pins, f"{path.name} does not pin {name}"
+    make = (ROOT / "Makefile").read_text()
+    assert "-c .ci/colab-tf$*.txt" in make, "the compat venvs must install under Colab's pins"

@@ -23,7 +23,8 @@ def test_model_slug_is_the_exact_model():
     assert gpu_check.model_slug("NVIDIA A100-SXM4-40GB") == "a100-sxm-40gb"
     assert gpu_check.model_slug("Tesla T4") == "t4"
     assert gpu_check.model_slug("NVIDIA H100 PCIe") == "h100-pcie"
-    assert gpu_check.model_slug("NVIDIA GeForce RTX 4090") == "nvidia-geforce-rtx-4090"
+    assert gpu_check.model_slug("NVIDIA GeForce RTX 4090") == "rtx-4090"  # a datasheet row since issue 26
+    assert gpu_check.model_slug("NVIDIA GeForce RTX 4090 Laptop GPU") == "nvidia-geforce-rtx-4090-laptop-gpu"
 
 
 def test_report_names_failures():

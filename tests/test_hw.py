@@ -41,6 +41,15 @@ RECORDED_NAMES = {
     "NVIDIA L4": "L4",
     "NVIDIA L40": "L40",
     "NVIDIA L40S": "L40S",
+    # Issue 26: the GPUs students bring (Kaggle's P100, workstation and gaming cards, a B200).
+    "Tesla P100-PCIE-16GB": "P100-PCIE-16GB",
+    "Tesla P100-PCIE-12GB": "P100-PCIE-12GB",
+    "Tesla P100-SXM2-16GB": "P100-SXM2",
+    "NVIDIA RTX A6000": "RTX-A6000",
+    "NVIDIA GeForce RTX 3090": "RTX-3090",
+    "NVIDIA GeForce RTX 4090": "RTX-4090",
+    "NVIDIA GeForce RTX 5090": "RTX-5090",
+    "NVIDIA B200": "B200",
 }
 
 
@@ -50,7 +59,9 @@ def test_recorded_device_names_find_their_exact_model(name, key):
     assert hw.gpu_peaks(name) is hw.GPU_PEAKS[key]
 
 
-@pytest.mark.parametrize("name", ["Radeon RX 7900", "NVIDIA GH200 480GB", "NVIDIA A100 40GB", "NVIDIA GeForce RTX 4090"])
+@pytest.mark.parametrize("name", ["Radeon RX 7900", "NVIDIA GH200 480GB", "NVIDIA A100 40GB", "NVIDIA GB200",
+                                  "NVIDIA GeForce RTX 4090 Laptop GPU", "NVIDIA GeForce RTX 3090 Ti",
+                                  "NVIDIA GeForce RTX 4090 D", "NVIDIA A10G"])
 def test_unknown_or_ambiguous_names_match_nothing(name):
     assert hw.gpu_key(name) is None
 
@@ -85,9 +96,13 @@ def test_fake_gpu_reports_that_gpu(monkeypatch):
     assert hw.mixed_policy() == "mixed_float16" and not hw.supports_bf16()
     monkeypatch.setenv("XLALAB_PROFILE", "tiny")
     assert hw.profile() == "tiny"
-    monkeypatch.setenv("XLALAB_FAKE_GPU", "Radeon")
-    with pytest.raises(LookupError, match="Radeon"):
-        hw.backend()
+    # A name without a datasheet row is a GPU too (issue 26): measured roofs, the compute capability it is given.
+    monkeypatch.setenv("XLALAB_FAKE_GPU", "NVIDIA GeForce GTX 1660 SUPER")
+    monkeypatch.setenv("XLALAB_FAKE_GPU_CC", "7.5")
+    assert hw.backend().is_gpu and hw.mixed_policy() == "mixed_float16" and not hw.supports_bf16()
+    monkeypatch.setenv("XLALAB_FAKE_GPU_CC", "7.x")
+    with pytest.raises(ValueError, match="XLALAB_FAKE_GPU_CC"):
+        hw.mixed_policy()
 
 
 def test_backend_without_gpu_is_the_cpu(monkeypatch):
@@ -98,10 +113,71 @@ def test_backend_without_gpu_is_the_cpu(monkeypatch):
         assert b.name == hw.cpu_name()
 
 
-def test_unknown_gpu_peaks_raise_naming_the_device(monkeypatch):
-    monkeypatch.setattr(hw, "backend", lambda: hw.Backend("gpu", "NVIDIA GeForce RTX 4090", "XLA:GPU", "/GPU:0"))
-    with pytest.raises(LookupError, match="RTX 4090"):
-        hw.peaks()
+def _fake_measurements(monkeypatch, seen):
+    def bandwidth(megabytes=256, repeats=5, refresh=False, device=None, cache=True):
+        seen["copy_device"] = device
+        return {"copy_gbps": 700.0, "device": device}
+
+    def rates(device, dtypes=("fp32",), n=4096, repeats=5, refresh=False, cache=True):
+        seen["matmul_device"], seen["dtypes"] = device, dtypes
+        return {d: {"fp32": 20.0, "tf32": 60.0, "fp16": 120.0, "bf16": 118.0}[d] for d in dtypes}
+
+    monkeypatch.setattr(hw, "measure_bandwidth", bandwidth)
+    monkeypatch.setattr(hw, "measure_matmul_rates", rates)
+
+
+def test_unknown_gpu_gets_a_measured_roof_labelled_as_measured(monkeypatch, capsys):
+    """A GPU without a datasheet row (here a laptop RTX 4090) is measured, never refused (main raised LookupError)
+    and never given a neighbour's row (the desktop RTX 4090's)."""
+    name = "NVIDIA GeForce RTX 4090 Laptop GPU"
+    seen = {}
+    _fake_measurements(monkeypatch, seen)
+    monkeypatch.delenv("XLALAB_FAKE_GPU", raising=False)
+    monkeypatch.setattr(hw, "backend", lambda: hw.Backend("gpu", name, "XLA:GPU", "/GPU:0"))
+    monkeypatch.setattr(hw, "_compute_capability", lambda: (8, 9))
+    monkeypatch.setattr(hw, "supports_bf16", lambda: True)
+    monkeypatch.setattr(hw, "_NOTED", set())
+    p = hw.peaks()
+    assert capsys.readouterr().out == p.note + "\n"       # said once, where the roofs are first read
+    hw.peaks()
+    assert capsys.readouterr().out == ""
+    assert p.is_measured and p.roof == "measured" and p.name == name
+    assert seen == {"copy_device": "/GPU:0", "matmul_device": "/GPU:0", "dtypes": ("fp32", "tf32", "fp16", "bf16")}
+    assert p.bandwidth_gbps == 700.0 and p.peak_flops("tf32") == pytest.approx(60e12)
+    assert p.bandwidth_gbps != hw.GPU_PEAKS["RTX-4090"].bandwidth_gbps
+    assert "measured on this GPU" in p.source and "no datasheet row" in p.source
+    assert name in p.note and "xlalab.hw.GPU_PEAKS" in p.note and "\n" not in p.note
+    assert p.ridge == pytest.approx(20e12 / 700e9)
+
+
+def test_unknown_fake_gpu_is_measured_on_the_cpu_standing_in(monkeypatch):
+    seen = {}
+    _fake_measurements(monkeypatch, seen)
+    monkeypatch.setenv("XLALAB_FAKE_GPU", "NVIDIA GeForce GTX 1660 SUPER")
+    monkeypatch.setenv("XLALAB_FAKE_GPU_CC", "7.5")
+    p = hw.peaks()
+    assert p.is_measured and seen["copy_device"] == seen["matmul_device"] == "/CPU:0"
+    assert seen["dtypes"] == ("fp32", "fp16")            # Turing: no TF32, no bf16
+    assert "XLALAB_FAKE_GPU" in p.source and p.note
+
+
+def test_datasheet_rows_are_not_measured(monkeypatch):
+    monkeypatch.setenv("XLALAB_FAKE_GPU", "NVIDIA GeForce RTX 4090")
+    p = hw.peaks()
+    assert p is hw.GPU_PEAKS["RTX-4090"] and not p.is_measured and p.note == ""
+    assert hw.cpu_peaks.__doc__ and hw.GPU_PEAKS["B200"].roof == "datasheet"
+
+
+@pytest.mark.slow
+def test_measure_matmul_rates_times_each_type(tmp_path, monkeypatch):
+    monkeypatch.setenv("XLALAB_CACHE", str(tmp_path))
+    import tensorflow as tf
+
+    before = tf.config.experimental.tensor_float_32_execution_enabled()
+    rates = hw.measure_matmul_rates("/CPU:0", ("fp32", "tf32", "bf16"), n=128, repeats=2)
+    assert set(rates) == {"fp32", "tf32", "bf16"} and all(0 < v < 1000 for v in rates.values())
+    assert tf.config.experimental.tensor_float_32_execution_enabled() == before
+    assert hw.measure_matmul_rates("/CPU:0", ("fp32", "tf32", "bf16"), n=128, repeats=2) == rates  # cached
 
 
 def test_memory_info_reads_the_device_in_use():

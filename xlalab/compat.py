@@ -9,12 +9,16 @@ Three jobs, one concept (the environment a lab runs in):
   TensorFlow, Keras, NumPy and CUDA libraries already there, so they are never replaced;
 - :func:`built_with` / :func:`record_built_with` / :func:`environment_note`: the TensorFlow version and backend the
   labs were generated and graded on (``xlalab/built_with.json``, written by ``python -m xlalab.assign``), and a
-  one-line warning when the student's kernel differs from it.
+  one-line warning when the student's kernel differs from it;
+- :func:`quiet_tensorflow` / :func:`chapter_setup`: what a lab's and a chapter's setup cell call, so that a machine
+  without a GPU shows one line saying so instead of TensorFlow's CUDA probe messages (:func:`held_probe_messages`).
 """
 
 from __future__ import annotations
 
+import contextlib
 import importlib
+import importlib.machinery
 import importlib.metadata
 import importlib.util
 import json
@@ -24,7 +28,8 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
-from typing import Any
+import types
+from typing import Any, Iterator
 
 # Optional dependency -> the requirement that provides it (the same specifiers as pyproject.toml; a unit test
 # keeps them equal). Imported by module name; installed by requirement.
@@ -189,3 +194,151 @@ def warn(backend: str) -> None:
     note = environment_note(backend)
     if note:
         print(note)
+
+
+# ---------------------------------------------------------------------------------------------
+# A quiet start on a machine without a GPU.
+
+# What TensorFlow's CUDA probe writes to file descriptor 2 (below Python's sys.stderr, so TF_CPP_MIN_LOG_LEVEL=2 does
+# not hide it) when it finds no GPU, and the factory-registration chatter of its CUDA plugins: on import
+# "cudart_stub.cc:31] Could not find cuda drivers on your machine, GPU will not be used." after absl's
+# "All log messages before absl::InitializeLog() is called are written to STDERR", and on the first device listing
+# "cuda_platform.cc:52] failed call to cuInit: INTERNAL: CUDA error: Failed call to cuInit: UNKNOWN ERROR (303)"
+# (TensorFlow 2.21 on a CPU machine). Only lines matching these are dropped; any other line is written back.
+PROBE_NOISE = re.compile(
+    r"All log messages before absl::InitializeLog\(\) is called are written to STDERR"
+    r"|cudart_stub\.cc:\d+\] Could not find cuda drivers on your machine"
+    r"|failed call to cuInit"
+    r"|cuda_diagnostics\.cc:\d+\]"
+    r"|Unable to register cu(DNN|FFT|BLAS) factory: Attempting to register factory"
+    r"|computation_placer\.cc:\d+\] computation placer already registered")
+
+NO_GPU_LINE = ("No GPU found: TensorFlow runs on the CPU and the course uses its CPU sizes. That is fine; for the "
+               "full sizes in Colab, pick a GPU under Runtime > Change runtime type.")
+
+
+# The filter between the held descriptor 2 and the real one: a process of its own, so that a fatal message (an
+# abort inside TensorFlow's import) still reaches the real stderr after this process is gone.
+_FILTER = (
+    "import re, sys\n"
+    "noise = re.compile(sys.argv[1])\n"
+    "for line in sys.stdin.buffer:\n"
+    "    if not noise.search(line.decode('utf-8', 'replace')):\n"
+    "        sys.stderr.buffer.write(line); sys.stderr.buffer.flush()\n")
+
+
+@contextlib.contextmanager
+def held_probe_messages() -> Iterator[None]:
+    """Inside the block, pass what is written to file descriptor 2 through a filter that drops :data:`PROBE_NOISE`.
+
+    Catches TensorFlow's C++ logging, which bypasses ``sys.stderr``; every other line reaches the real stderr, also
+    when the process dies inside the block (the filter is a separate process). Where descriptor 2 cannot be
+    duplicated or the filter cannot start, the block runs unfiltered.
+    """
+    try:
+        saved = os.dup(2)
+    except OSError:
+        yield
+        return
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(Exception):
+            stream.flush()
+    try:
+        filt = subprocess.Popen([sys.executable, "-c", _FILTER, PROBE_NOISE.pattern], stdin=subprocess.PIPE,
+                                stdout=subprocess.DEVNULL, stderr=saved, close_fds=True)
+    except OSError:
+        os.close(saved)
+        yield
+        return
+    os.dup2(filt.stdin.fileno(), 2)
+    try:
+        yield
+    finally:
+        with contextlib.suppress(Exception):
+            sys.stderr.flush()
+        os.dup2(saved, 2)
+        os.close(saved)
+        filt.stdin.close()
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            filt.wait(timeout=30)
+
+
+def _fake_gpu_set() -> bool:
+    return bool(os.environ.get("XLALAB_FAKE_GPU", "").strip())
+
+
+def quiet_tensorflow(list_devices: bool = True) -> list[str]:
+    """Import TensorFlow with its CUDA probe's messages held back; return the GPUs it sees (names like ``/physical_device:GPU:0``).
+
+    What every lab's setup cell calls before its imports. Sets ``TF_CPP_MIN_LOG_LEVEL=2`` unless it is set. With
+    ``list_devices`` (the default) it also lists the GPUs, the moment TensorFlow runs its ``cuInit`` probe, and
+    prints :data:`NO_GPU_LINE` when there is none (nothing under ``XLALAB_FAKE_GPU``, which tests a GPU branch).
+    Without it, nothing is listed (a chapter may set ``TF_XLA_FLAGS`` first, which TensorFlow reads when it first
+    lists its devices) and ``[]`` is returned; :func:`xlalab.hw.gpus` holds the ``cuInit`` messages back later.
+    """
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    with held_probe_messages():
+        import tensorflow as tf
+
+        found = [d.name for d in tf.config.list_physical_devices("GPU")] if list_devices else []
+    if list_devices and not found and not _fake_gpu_set():
+        print(NO_GPU_LINE)
+    return found
+
+
+def nvidia_driver_present() -> bool:
+    """Whether this machine shows an NVIDIA driver (``/proc/driver/nvidia``, ``nvidia-smi``, or WSL's ``/dev/dxg``).
+
+    Answers without TensorFlow, so without running its CUDA probe.
+    """
+    import shutil
+
+    return (Path("/proc/driver/nvidia").exists() or shutil.which("nvidia-smi") is not None
+            or Path("/dev/dxg").exists())
+
+
+def glue_stand_in() -> types.ModuleType:
+    """A ``myst_nb`` module whose ``glue(name, value, display=True)`` shows ``value`` as the book's glue does in a notebook.
+
+    The chapters glue their measured numbers into the text with ``myst_nb.glue``, which only the book build needs;
+    Colab has no ``myst_nb``, and installing it pulls in Sphinx.
+    """
+    module = types.ModuleType("myst_nb")
+
+    def glue(name: str, variable: Any, display: bool = True) -> None:
+        if display:
+            from IPython.display import display as show
+
+            show(variable)
+
+    module.glue = glue  # type: ignore[attr-defined]
+    module.__spec__ = importlib.machinery.ModuleSpec("myst_nb", None)
+    module.__doc__ = "xlalab.compat.glue_stand_in(): the book's glue outside the book build"
+    return module
+
+
+def importable(name: str) -> bool:
+    """Whether ``import name`` finds a module: one already imported (a stand-in included) or one on the path."""
+    if name in sys.modules:
+        return sys.modules[name] is not None
+    try:
+        return importlib.util.find_spec(name) is not None
+    except (ImportError, ValueError):
+        return False
+
+
+def chapter_setup() -> list[str]:
+    """What each chapter's first (hidden) cell calls once ``xlalab`` is importable; returns what it installed.
+
+    Installs the kernel-side packages the chapter imports that the kernel lacks (:func:`install_missing`), gives
+    the kernel a stand-in ``myst_nb`` where it has none (:func:`glue_stand_in`), imports TensorFlow quietly
+    (:func:`quiet_tensorflow` without listing devices) and prints :data:`NO_GPU_LINE` where no NVIDIA driver shows.
+    In the course's own environment it installs nothing and changes nothing but the held-back messages.
+    """
+    done = install_missing()
+    if not importable("myst_nb"):
+        sys.modules["myst_nb"] = glue_stand_in()
+    quiet_tensorflow(list_devices=False)
+    if not nvidia_driver_present() and not _fake_gpu_set():
+        print(NO_GPU_LINE)
+    return done
