@@ -57,7 +57,8 @@ from .parser import (DTYPE_BITS, DTYPE_BYTES, ELEMENTWISE, Computation, Instruct
                      _depth_change, _match_brackets, _split_top, as_module, instruction_lines, parse,  # noqa: F401
                      parse_shape, read_shape)
 from .walk import (ASYNC_DONE_SUFFIXES, CONTROL_FLOW, FREE_OPCODES, PARTIAL_READ, async_wrapped, executed_computations,
-                   fused_instructions, fusion_of, is_async_continuation, is_async_start, launch_opcode, workspace_free)
+                   fused_instructions, fusion_of, is_async_continuation, is_async_start, launch_opcode, launches_nothing,
+                   reshape_is_bitcast, workspace_free)
 from .launches import kernel_bytes, kernel_traffic, summary
 from .matrix import MATRIX_OPCODES, MatrixOp, matrix_ops
 from .source import (CORPUS_DIR, FAKE_GPU_ENV, FAKE_GPU_MODULES, STAGES, as_jit, fake_gpu_module, hlo_text,
@@ -76,7 +77,7 @@ __all__ = [
     "PARTIAL_READ", "PassRun", "STAGES", "Shape", "as_jit", "as_module", "async_wrapped", "dot_flops", "draw",
     "draw_stages", "dump_passes", "executed_computations", "fake_gpu_module", "first_pass_creating", "flipbook",
     "frames_from_dump", "fused_instructions", "fusion_of", "hlo_text", "instruction_lines", "is_async_continuation",
-    "is_async_start", "kernel_bytes", "kernel_traffic", "launch_opcode", "list_dump", "matrix_flops", "matrix_ops",
-    "parse", "parse_shape", "passes", "peak_live_bytes", "program_category", "read_shape", "summary",
-    "workspace_free",
+    "is_async_start", "kernel_bytes", "kernel_traffic", "launch_opcode", "launches_nothing", "list_dump", "matrix_flops", "matrix_ops",
+    "parse", "parse_shape", "passes", "peak_live_bytes", "program_category", "read_shape", "reshape_is_bitcast",
+    "summary", "workspace_free",
 ]
