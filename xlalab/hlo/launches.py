@@ -4,9 +4,10 @@ What :func:`summary` counts:
 
 * **A launch** is an instruction of the entry computation, or of a computation that a ``while``,
   ``conditional`` or ``call`` runs, that does work of its own: not ``parameter``, ``constant``,
-  ``tuple``, ``get-tuple-element``, ``bitcast``, ``reshape``, ``after-all``, ``add-dependency``,
+  ``tuple``, ``get-tuple-element``, ``bitcast``, a ``reshape`` that is a bitcast under its layouts,
+  a ``convert`` to the type it already has (``f32`` to ``f32``), ``after-all``, ``add-dependency``,
   ``opt-barrier``, ``domain``, ``partition-id``, ``replica-id``, and not the control flow instruction
-  itself. A fusion is one launch (its body is what was fused); a library custom-call is one. An async
+  itself (a ``reshape`` that changes the order of elements in memory is a copy: a launch). A fusion is one launch (its body is what was fused); a library custom-call is one. An async
   pair or triple (``all-reduce-start``/``-done``, ``all-gather-*``, ``collective-permute-*``,
   ``copy-start``/``-done``, ``custom-call-start``/``-update``/``-done``, ``async-start``/``-update``/
   ``-done``, ``fusion-start``/``-done``, ``send``/``recv`` and their dones) is one launch, counted at its
@@ -17,9 +18,9 @@ What :func:`summary` counts:
   with ``E(bits)``, as XLA stores it). Not counted: the trailing ``s8``/``u8`` workspace element of a
   cuBLAS/cuDNN custom-call's result. A ``slice``, ``dynamic-slice`` or ``gather`` is charged what it
   reads (its output and its indices), not its whole operand, and so is a fusion parameter that is read
-  only through them. A ``dynamic-update-slice`` (bare, or the root of a fusion updating one of its
-  parameters) writes in place into its operand's buffer: it is charged its update read and written and its
-  indices, nothing for the operand it updates. An async operation's data is counted once. An unbounded dynamic
+  only through them. A ``dynamic-update-slice`` or ``scatter`` (bare, or the root of a fusion updating one
+  of its parameters that nothing else in the fusion reads) writes in place into its operand's buffer: it is
+  charged its update(s) read and written and its indices, nothing for the operand it updates. An async operation's data is counted once. An unbounded dynamic
   dimension makes a launch's bytes unknown (``None``, counted in ``bytes_unknown``); a bounded one
   (``<=8``) counts its bound.
 * **Per step**: ``kernels``, ``kernel_list`` and ``bytes_moved`` count each launch site once (a loop
@@ -186,8 +187,8 @@ def kernel_bytes(module: Module, comp: Computation, inst: Instruction) -> int | 
 
     A library call's scratch workspace is not counted; a ``slice``, ``dynamic-slice`` or ``gather`` (and
     a fusion's parameter read only through them) is charged the bytes it reads, not its whole operand; a
-    ``dynamic-update-slice`` (or a fusion rooted in one) updates its operand in place and is charged its update
-    read and written, not the operand;
+    ``dynamic-update-slice`` or ``scatter`` (or a fusion rooted in one) updates its operand in place and is
+    charged its update read and written and its indices, not the operand;
     an async start is charged its operands and the result its ``*-done`` returns. ``None`` when a shape
     has an unbounded dynamic dimension.
     """
@@ -277,7 +278,8 @@ def summary(module_or_text: Module | str) -> dict[str, Any]:
 
     **A launch** is an executed instruction (in the entry, or in a computation that a ``while``,
     ``conditional`` or ``call`` runs) that is not free (``parameter``, ``constant``, ``tuple``,
-    ``get-tuple-element``, ``bitcast``, ``reshape``, ``after-all``, ...) and not control flow itself. A
+    ``get-tuple-element``, ``bitcast``, a bitcast ``reshape``, a same-type ``convert``, ``after-all``, ...; see
+    :func:`xlalab.hlo.launches_nothing`) and not control flow itself. A
     fusion is one launch; a library ``custom-call`` (cuBLAS, cuDNN) is one. An async pair or triple
     (``all-reduce-start``/``-done``, ``copy-start``/``-done``, ``async-start``/``-update``/``-done``,
     ``send``/``send-done`` ...) is one launch, counted under the opcode of what it wraps; a wrapped
@@ -286,7 +288,9 @@ def summary(module_or_text: Module | str) -> dict[str, Any]:
     **Bytes** of a launch: each distinct operand read once plus the result written once, from shapes.
     Not counted: the trailing ``s8``/``u8`` scratch workspace of a cuBLAS/cuDNN custom-call. A ``slice``,
     ``dynamic-slice`` or ``gather`` reads what it outputs (plus its indices), not its whole operand, and a
-    fusion parameter read only through them is charged what they read. An async operation's data is
+    fusion parameter read only through them is charged what they read. A ``dynamic-update-slice`` or
+    ``scatter`` (or a fusion rooted in one, updating a parameter in place) is charged its update(s) read and
+    written and its indices, not the operand it updates. An async operation's data is
     counted once (its operands and the result of its ``-done``). A shape with an unbounded dynamic
     dimension (``?``) has unknown bytes: such launches are counted in ``bytes_unknown`` and add nothing.
 
