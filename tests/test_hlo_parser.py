@@ -579,3 +579,36 @@ def test_reshape_is_free_only_when_it_is_a_bitcast():
     assert not hlo.reshape_is_bitcast(hlo.parse_shape("f32[2,3]{0,1}"), hlo.parse_shape("f32[3,2]{1,0}"))
     # No layout (unoptimized HLO): the default row-major layout, always a bitcast.
     assert hlo.reshape_is_bitcast(hlo.parse_shape("f32[6,4]"), hlo.parse_shape("f32[4,6]"))
+
+
+def test_reshape_is_bitcast_agrees_with_element_positions():
+    """Against a brute-force reference on random small shapes and layouts: the reshape is a bitcast exactly when
+    every element keeps its place in memory (the logical row-major order maps memory positions the same way)."""
+    import random
+
+    import numpy as np
+
+    def memory_order(dims: list[int], minor_to_major: list[int]) -> np.ndarray:
+        """The logical (row-major) index of the element at each memory position."""
+        index = np.arange(int(np.prod(dims))).reshape(dims)
+        return np.transpose(index, list(reversed(minor_to_major))).reshape(-1)
+
+    def text(dims: list[int], layout: list[int]) -> str:
+        return f"f32[{','.join(map(str, dims))}]{{{','.join(map(str, layout))}}}"
+
+    rng = random.Random(0)
+    outcomes = set()
+    for _ in range(1500):
+        src = [rng.choice([1, 2, 3, 4, 6]) for _ in range(rng.randint(1, 4))]
+        dst, rest = [], int(np.prod(src))
+        while rest > 1 and len(dst) < 3:
+            d = rng.choice([k for k in range(1, rest + 1) if rest % k == 0])
+            dst.append(d)
+            rest //= d
+        dst.append(rest)
+        sl, dl = rng.sample(range(len(src)), len(src)), rng.sample(range(len(dst)), len(dst))
+        expected = bool(np.array_equal(memory_order(src, sl), memory_order(dst, dl)))
+        got = hlo.reshape_is_bitcast(hlo.parse_shape(text(src, sl)), hlo.parse_shape(text(dst, dl)))
+        assert got == expected, (text(src, sl), text(dst, dl))
+        outcomes.add(expected)
+    assert outcomes == {True, False}
