@@ -267,3 +267,26 @@ def test_same_bytes_across_processes():
     assert len(digests) == 1
     assert hashlib.sha256(hlo.draw(load("tf_cpu_step_after_optimizations.txt"), mark=("convert",)).data).hexdigest() \
         in digests.pop()
+
+
+@pytest.mark.skipif(shutil.which("dot") is None, reason="needs Graphviz's dot")
+def test_stack_draws_the_two_modules_one_above_the_other():
+    """stack=True: the same kernels, edges and byte labels, the modules one above the other (an invisible edge from
+    the first module's result to the second's first node), so the picture is as wide as the wider module, not as
+    the two side by side."""
+    after = load("tf_cpu_step_after_optimizations.txt")
+    before = load("tf_cpu_step_before_optimizations.txt")
+    side = hlo.draw(after, before=before)
+    stacked = hlo.draw(after, before=before, stack=True)
+    assert stacked.kernels == side.kernels and stacked.edges == side.edges
+    assert re.search(r"m0_result -> m1_\w+ \[style=invis\]", stacked.source)
+    assert not re.search(r"m0_result -> m1_", side.source)
+
+    def size(d: hlo.Drawing) -> tuple[float, float]:
+        w, h = re.search(r'<svg width="([\d.]+)pt" height="([\d.]+)pt"', d.data.decode()).groups()
+        return float(w), float(h)
+
+    (sw, sh), (tw, th) = size(side), size(stacked)
+    assert tw < sw and th > sh, ((sw, sh), (tw, th))
+    alone = [size(hlo.draw(m)) for m in (before, after)]
+    assert tw <= max(w for w, _ in alone) + 50 < sw

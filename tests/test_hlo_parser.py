@@ -472,3 +472,143 @@ def test_dynamic_update_slice_is_charged_its_update_not_its_operand():
     m = hlo.parse(DUS)
     reads, written = hlo.kernel_traffic(m, m.entry, m.find("bare"))
     assert dict(reads)["buf"] == 0 and written == row
+
+
+SCATTER = """HloModule scatter
+
+%add (a: f32[], b: f32[]) -> f32[] {
+  %a = f32[] parameter(0)
+  %b = f32[] parameter(1)
+  ROOT %s = f32[] add(%a, %b)
+}
+
+%fused_scatter (p0: f32[1000,64], p1: s32[8,1], p2: f32[8,64]) -> f32[1000,64] {
+  %p0 = f32[1000,64]{1,0} parameter(0)
+  %p1 = s32[8,1]{1,0} parameter(1)
+  %p2 = f32[8,64]{1,0} parameter(2)
+  %n = f32[8,64]{1,0} negate(%p2)
+  ROOT %sc = f32[1000,64]{1,0} scatter(%p0, %p1, %n), update_window_dims={1}, inserted_window_dims={0}, scatter_dims_to_operand_dims={0}, index_vector_dim=1, to_apply=%add
+}
+
+ENTRY %main (table: f32[1000,64], ids: s32[8,1], g: f32[8,64]) -> (f32[1000,64], f32[1000,64]) {
+  %table = f32[1000,64]{1,0} parameter(0)
+  %ids = s32[8,1]{1,0} parameter(1)
+  %g = f32[8,64]{1,0} parameter(2)
+  %bare = f32[1000,64]{1,0} scatter(%table, %ids, %g), update_window_dims={1}, inserted_window_dims={0}, scatter_dims_to_operand_dims={0}, index_vector_dim=1, to_apply=%add
+  %fused = f32[1000,64]{1,0} fusion(%bare, %ids, %g), kind=kInput, calls=%fused_scatter
+  ROOT %t = (f32[1000,64]{1,0}, f32[1000,64]{1,0}) tuple(%bare, %fused)
+}
+"""
+
+
+def test_scatter_is_charged_its_updates_and_indices_not_its_operand():
+    """A scatter updates its operand in place (bare, or as the root of a fusion whose operand is a fusion
+    parameter): it reads its indices and updates and writes the updated rows, 2 KiB each here, not the 250 KiB
+    table read and written (the old count charged 500 KiB more per kernel)."""
+    s = hlo.summary(SCATTER)
+    by_name = {k["name"]: k["bytes"] for k in s["kernel_list"]}
+    updates, indices = 8 * 64 * 4, 8 * 4
+    assert by_name["bare"] == indices + updates + updates        # indices and updates read, updates written
+    assert by_name["fused"] == indices + updates + updates
+    m = hlo.parse(SCATTER)
+    reads, written = hlo.kernel_traffic(m, m.entry, m.find("fused"))
+    assert dict(reads) == {"bare": 0, "ids": indices, "g": updates} and written == updates
+
+
+def test_scatter_fusion_reading_its_operand_elsewhere_is_charged_the_operand():
+    """When the fusion also reads the scattered-into parameter in full, it is not an update of that buffer
+    alone: the whole operand is charged."""
+    text = SCATTER.replace("%n = f32[8,64]{1,0} negate(%p2)",
+                           "%r = f32[8,64]{1,0} slice(%p0), slice={[0:8], [0:64]}\n"
+                           "  %m = f32[8,64]{1,0} negate(%p2)\n  %n = f32[8,64]{1,0} add(%m, %r)")
+    s = hlo.summary(text)
+    by_name = {k["name"]: k["bytes"] for k in s["kernel_list"]}
+    assert by_name["fused"] == 1000 * 64 * 4 + 8 * 4 + 8 * 64 * 4 + 1000 * 64 * 4
+
+
+IDENTITY_CONVERT = """HloModule mean
+
+ENTRY %main (x: f32[512,512]) -> (f32[512,512], f16[512,512]) {
+  %x = f32[512,512]{1,0} parameter(0)
+  %same = f32[512,512]{1,0} convert(%x)
+  %n = f32[512,512]{1,0} negate(%same)
+  %half = f16[512,512]{1,0} convert(%x)
+  ROOT %t = (f32[512,512]{1,0}, f16[512,512]{1,0}) tuple(%n, %half)
+}
+"""
+
+
+def test_same_type_convert_is_free():
+    """An f32->f32 convert (unoptimized HLO of ``Mean``) launches nothing and moves nothing; a real cast does."""
+    s = hlo.summary(IDENTITY_CONVERT)
+    assert [k["name"] for k in s["kernel_list"]] == ["n", "half"]
+    assert s["kernels"] == 2 and s["per_step"]["kernels"] == 2
+    n = 512 * 512
+    assert s["bytes_moved"] == (4 * n + 4 * n) + (4 * n + 2 * n)
+
+
+RESHAPES = """HloModule reshapes
+
+ENTRY %main (x: f32[64,128], y: f32[64,128], z: f32[1,64,128]) -> (f32[8192], f32[128,64], f32[64,2,64], f32[64,128]) {
+  %x = f32[64,128]{1,0} parameter(0)
+  %y = f32[64,128]{0,1} parameter(1)
+  %z = f32[1,64,128]{2,0,1} parameter(2)
+  %flat = f32[8192]{0} reshape(%x)
+  %copy = f32[128,64]{1,0} reshape(%y)
+  %split = f32[64,2,64]{2,1,0} reshape(%x)
+  %squeeze = f32[64,128]{1,0} reshape(%z)
+  ROOT %t = (f32[8192]{0}, f32[128,64]{1,0}, f32[64,2,64]{2,1,0}, f32[64,128]{1,0}) tuple(%flat, %copy, %split, %squeeze)
+}
+"""
+
+
+def test_reshape_is_free_only_when_it_is_a_bitcast():
+    """A reshape whose layouts keep the physical order of the elements is a bitcast (free); one that does not
+    (a column-major [64,128] read as [128,64] row-major) is a copy: a kernel reading and writing 32 KiB."""
+    s = hlo.summary(RESHAPES)
+    assert [k["name"] for k in s["kernel_list"]] == ["copy"]
+    assert s["kernel_list"][0]["bytes"] == 2 * 64 * 128 * 4
+    assert hlo.reshape_is_bitcast(hlo.parse_shape("f32[64,128]{1,0}"), hlo.parse_shape("f32[8192]{0}"))
+    assert not hlo.reshape_is_bitcast(hlo.parse_shape("f32[64,128]{0,1}"), hlo.parse_shape("f32[128,64]{1,0}"))
+    # Column-major, splitting the logically major dimension into two kept in the same physical order: a bitcast.
+    assert hlo.reshape_is_bitcast(hlo.parse_shape("f32[64,128]{0,1}"), hlo.parse_shape("f32[8,8,128]{1,0,2}"))
+    assert not hlo.reshape_is_bitcast(hlo.parse_shape("f32[64,128]{0,1}"), hlo.parse_shape("f32[8,8,128]{0,1,2}"))
+    assert not hlo.reshape_is_bitcast(hlo.parse_shape("f32[64,128]{0,1}"), hlo.parse_shape("f32[8,8,128]{2,1,0}"))
+    # Dimensions that do not split evenly ([2,3] -> [3,2]) are a bitcast only when both are row-major.
+    assert hlo.reshape_is_bitcast(hlo.parse_shape("f32[2,3]{1,0}"), hlo.parse_shape("f32[3,2]{1,0}"))
+    assert not hlo.reshape_is_bitcast(hlo.parse_shape("f32[2,3]{0,1}"), hlo.parse_shape("f32[3,2]{1,0}"))
+    # No layout (unoptimized HLO): the default row-major layout, always a bitcast.
+    assert hlo.reshape_is_bitcast(hlo.parse_shape("f32[6,4]"), hlo.parse_shape("f32[4,6]"))
+
+
+def test_reshape_is_bitcast_agrees_with_element_positions():
+    """Against a brute-force reference on random small shapes and layouts: the reshape is a bitcast exactly when
+    every element keeps its place in memory (the logical row-major order maps memory positions the same way)."""
+    import random
+
+    import numpy as np
+
+    def memory_order(dims: list[int], minor_to_major: list[int]) -> np.ndarray:
+        """The logical (row-major) index of the element at each memory position."""
+        index = np.arange(int(np.prod(dims))).reshape(dims)
+        return np.transpose(index, list(reversed(minor_to_major))).reshape(-1)
+
+    def text(dims: list[int], layout: list[int]) -> str:
+        return f"f32[{','.join(map(str, dims))}]{{{','.join(map(str, layout))}}}"
+
+    rng = random.Random(0)
+    outcomes = set()
+    for _ in range(1500):
+        src = [rng.choice([1, 2, 3, 4, 6]) for _ in range(rng.randint(1, 4))]
+        dst, rest = [], int(np.prod(src))
+        while rest > 1 and len(dst) < 3:
+            d = rng.choice([k for k in range(1, rest + 1) if rest % k == 0])
+            dst.append(d)
+            rest //= d
+        dst.append(rest)
+        sl, dl = rng.sample(range(len(src)), len(src)), rng.sample(range(len(dst)), len(dst))
+        expected = bool(np.array_equal(memory_order(src, sl), memory_order(dst, dl)))
+        got = hlo.reshape_is_bitcast(hlo.parse_shape(text(src, sl)), hlo.parse_shape(text(dst, dl)))
+        assert got == expected, (text(src, sl), text(dst, dl))
+        outcomes.add(expected)
+    assert outcomes == {True, False}

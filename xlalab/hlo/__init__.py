@@ -20,25 +20,27 @@ five functions per TensorFlow version). Every public name is re-exported here;
 What :func:`summary` counts:
 
 * **A launch** is an instruction of the entry computation, or of a computation that a ``while``,
-  ``conditional`` or ``call`` runs, that does work of its own: not ``parameter``, ``constant``,
-  ``tuple``, ``get-tuple-element``, ``bitcast``, ``reshape``, ``after-all``, ``add-dependency``,
-  ``opt-barrier``, ``domain``, ``partition-id``, ``replica-id``, and not the control flow instruction
-  itself. A fusion is one launch (its body is what was fused); a library custom-call is one. An async
-  pair or triple (``all-reduce-start``/``-done``, ``all-gather-*``, ``collective-permute-*``,
-  ``copy-start``/``-done``, ``custom-call-start``/``-update``/``-done``, ``async-start``/``-update``/
-  ``-done``, ``fusion-start``/``-done``, ``send``/``recv`` and their dones) is one launch, counted at its
-  start under the opcode of what it wraps; the called computation of a ``fusion-start`` (or of an
-  ``async-start`` wrapping a fusion) is read as a fusion.
-* **Bytes** of a launch are each distinct operand read once plus the result written once, from the
-  shapes (dense; tiling padding ignored; a sub-byte type takes a whole byte unless its layout packs it
-  with ``E(bits)``, as XLA stores it). Not counted: the trailing ``s8``/``u8`` workspace element of a
-  cuBLAS/cuDNN custom-call's result. A ``slice``, ``dynamic-slice`` or ``gather`` is charged what it
-  reads (its output and its indices), not its whole operand, and so is a fusion parameter that is read
-  only through them. A ``dynamic-update-slice`` (bare, or the root of a fusion updating one of its
-  parameters) writes in place into its operand's buffer: it is charged its update read and written and its
-  indices, nothing for the operand it updates. An async operation's data is counted once. An unbounded dynamic
-  dimension makes a launch's bytes unknown (``None``, counted in ``bytes_unknown``); a bounded one
-  (``<=8``) counts its bound.
+  ``conditional`` or ``call`` runs, that does work of its own: not ``parameter``, ``constant``, ``tuple``,
+  ``get-tuple-element``, ``bitcast``, a ``reshape`` that is a bitcast under its layouts, a ``convert`` to
+  the type it already has (``f32`` to ``f32``), ``after-all``, ``add-dependency``, ``opt-barrier``,
+  ``domain``, ``partition-id``, ``replica-id``, and not the control flow instruction itself (a ``reshape``
+  that changes the order of elements in memory is a copy: a launch). A fusion is one launch (its body is
+  what was fused); a library custom-call is one. An async pair or triple (``all-reduce-start``/``-done``,
+  ``all-gather-*``, ``collective-permute-*``, ``copy-start``/``-done``,
+  ``custom-call-start``/``-update``/``-done``, ``async-start``/``-update``/ ``-done``,
+  ``fusion-start``/``-done``, ``send``/``recv`` and their dones) is one launch, counted at its start under
+  the opcode of what it wraps; the called computation of a ``fusion-start`` (or of an ``async-start``
+  wrapping a fusion) is read as a fusion.
+* **Bytes** of a launch are each distinct operand read once plus the result written once, from the shapes
+  (dense; tiling padding ignored; a sub-byte type takes a whole byte unless its layout packs it with
+  ``E(bits)``, as XLA stores it). Not counted: the trailing ``s8``/``u8`` workspace element of a
+  cuBLAS/cuDNN custom-call's result. A ``slice``, ``dynamic-slice`` or ``gather`` is charged what it reads
+  (its output and its indices), not its whole operand, and so is a fusion parameter that is read only
+  through them. A ``dynamic-update-slice`` or ``scatter`` (bare, or the root of a fusion updating one of its
+  parameters that nothing else in the fusion reads) writes in place into its operand's buffer: it is charged
+  its update(s) read and written and its indices, nothing for the operand it updates. An async operation's
+  data is counted once. An unbounded dynamic dimension makes a launch's bytes unknown (``None``, counted in
+  ``bytes_unknown``); a bounded one (``<=8``) counts its bound.
 * **Per step**: ``kernels``, ``kernel_list`` and ``bytes_moved`` count each launch site once (a loop
   body once, every branch of a conditional once). ``per_step`` is one run of the entry: a ``while``
   body (and condition) multiplied by the loop's ``known_trip_count``, and for a ``conditional`` its
@@ -57,7 +59,8 @@ from .parser import (DTYPE_BITS, DTYPE_BYTES, ELEMENTWISE, Computation, Instruct
                      _depth_change, _match_brackets, _split_top, as_module, instruction_lines, parse,  # noqa: F401
                      parse_shape, read_shape)
 from .walk import (ASYNC_DONE_SUFFIXES, CONTROL_FLOW, FREE_OPCODES, PARTIAL_READ, async_wrapped, executed_computations,
-                   fused_instructions, fusion_of, is_async_continuation, is_async_start, launch_opcode, workspace_free)
+                   fused_instructions, fusion_of, is_async_continuation, is_async_start, launch_opcode, launches_nothing,
+                   reshape_is_bitcast, workspace_free)
 from .launches import kernel_bytes, kernel_traffic, summary
 from .matrix import MATRIX_OPCODES, MatrixOp, matrix_ops
 from .source import (CORPUS_DIR, FAKE_GPU_ENV, FAKE_GPU_MODULES, STAGES, as_jit, fake_gpu_module, hlo_text,
@@ -76,7 +79,7 @@ __all__ = [
     "PARTIAL_READ", "PassRun", "STAGES", "Shape", "as_jit", "as_module", "async_wrapped", "dot_flops", "draw",
     "draw_stages", "dump_passes", "executed_computations", "fake_gpu_module", "first_pass_creating", "flipbook",
     "frames_from_dump", "fused_instructions", "fusion_of", "hlo_text", "instruction_lines", "is_async_continuation",
-    "is_async_start", "kernel_bytes", "kernel_traffic", "launch_opcode", "list_dump", "matrix_flops", "matrix_ops",
-    "parse", "parse_shape", "passes", "peak_live_bytes", "program_category", "read_shape", "summary",
-    "workspace_free",
+    "is_async_start", "kernel_bytes", "kernel_traffic", "launch_opcode", "launches_nothing", "list_dump", "matrix_flops", "matrix_ops",
+    "parse", "parse_shape", "passes", "peak_live_bytes", "program_category", "read_shape", "reshape_is_bitcast",
+    "summary", "workspace_free",
 ]

@@ -514,7 +514,8 @@ def _totals(summary: dict[str, Any], stage: str) -> str:
 
 def _source(modules: list[tuple[Module, str]], *, max_ops: int, show_free: bool,
             highlight: EdgePredicate | None, mark: frozenset[str], title: str | None,
-            rankdir: str, changed: frozenset[str] = frozenset()) -> tuple[str, list[dict[str, Any]], list[dict[str, Any]]]:
+            rankdir: str, changed: frozenset[str] = frozenset(),
+            stack: bool = False) -> tuple[str, list[dict[str, Any]], list[dict[str, Any]]]:
     lines = ["digraph hlo {",
              f"  graph [rankdir={rankdir} compound=true newrank=true fontname=\"Helvetica\" nodesep=0.25 ranksep=0.35"
              f"{' label=' + _q(title) + ' labelloc=t fontsize=14' if title else ''}]",
@@ -522,6 +523,7 @@ def _source(modules: list[tuple[Module, str]], *, max_ops: int, show_free: bool,
              "  edge [fontname=\"Helvetica\" color=\"#333333\"]"]
     drawn: list[dict[str, Any]] = []
     edges: list[dict[str, Any]] = []
+    first_nodes: list[str] = []
     for index, (module, stage) in enumerate(modules):
         prefix = f"m{index}_"
         b = _Builder(module, prefix, max_ops=max_ops, show_free=show_free, highlight=highlight, mark=mark,
@@ -533,6 +535,7 @@ def _source(modules: list[tuple[Module, str]], *, max_ops: int, show_free: bool,
             b.module_graph(2)
             lines += b.lines
             lines.append("  }")
+            first_nodes += [m.group(1) for m in (re.match(rf"\s+({prefix}\w+) \[", line) for line in b.lines) if m][:1]
         else:
             b.module_graph(1)
             lines += b.lines
@@ -542,6 +545,9 @@ def _source(modules: list[tuple[Module, str]], *, max_ops: int, show_free: bool,
             d["stage"] = stage
         drawn += b.drawn
         edges += b.edges
+    if stack and len(modules) > 1 and len(first_nodes) == len(modules):
+        # An invisible edge from each module's result to the next module's first node: one after the other.
+        lines += [f"  m{i}_result -> {first_nodes[i + 1]} [style=invis]" for i in range(len(modules) - 1)]
     lines.append("}")
     return "\n".join(lines) + "\n", drawn, edges
 
@@ -572,7 +578,8 @@ def _entry_module(module_or_text: Module | str, what: str) -> Module:
 def draw(module_or_text: Module | str, *, before: Module | str | None = None, format: str = "svg",
          max_ops: int = 6, show_free: bool = False, highlight: EdgePredicate | None = None,
          mark: Iterable[str] = (), title: str | None = None, stage: str = "optimized",
-         before_stage: str = "before optimization", rankdir: str = "TB", changed: Iterable[str] = ()) -> Drawing:
+         before_stage: str = "before optimization", rankdir: str = "TB", changed: Iterable[str] = (),
+         stack: bool = False) -> Drawing:
     """Draw one HLO module as a graph of its kernels (fusions, library calls, other launches).
 
     Args:
@@ -590,6 +597,8 @@ def draw(module_or_text: Module | str, *, before: Module | str | None = None, fo
         rankdir: Graphviz's direction, ``"TB"`` (top to bottom, default) or ``"LR"``.
         changed: names of launching instructions to outline thick and orange (what a pass just added or grew, as
             :func:`xlalab.hlo.flipbook` draws it); ``.kernels`` entries get ``"changed": True``.
+        stack: with ``before``, draw the two modules one after the other along ``rankdir`` (one above the
+            other for ``"TB"``) instead of side by side: narrower when one module is wide. Same scale either way.
 
     Returns:
         A :class:`Drawing` (``.data`` bytes, ``.source`` dot text, ``.kernels``: one ``{"name", "label",
@@ -616,7 +625,8 @@ def draw(module_or_text: Module | str, *, before: Module | str | None = None, fo
     if before is not None:
         modules.insert(0, (_entry_module(before, "before"), before_stage))
     source, drawn, edges = _source(modules, max_ops=max_ops, show_free=show_free, highlight=highlight,
-                            mark=frozenset(mark), title=title, rankdir=rankdir, changed=frozenset(changed))
+                            mark=frozenset(mark), title=title, rankdir=rankdir, changed=frozenset(changed),
+                            stack=stack)
     data = source.encode() if format == "dot" else _render(source, format)
     return Drawing(source=source, format=format, data=data, kernels=drawn, edges=edges)
 

@@ -3,25 +3,27 @@
 What :func:`summary` counts:
 
 * **A launch** is an instruction of the entry computation, or of a computation that a ``while``,
-  ``conditional`` or ``call`` runs, that does work of its own: not ``parameter``, ``constant``,
-  ``tuple``, ``get-tuple-element``, ``bitcast``, ``reshape``, ``after-all``, ``add-dependency``,
-  ``opt-barrier``, ``domain``, ``partition-id``, ``replica-id``, and not the control flow instruction
-  itself. A fusion is one launch (its body is what was fused); a library custom-call is one. An async
-  pair or triple (``all-reduce-start``/``-done``, ``all-gather-*``, ``collective-permute-*``,
-  ``copy-start``/``-done``, ``custom-call-start``/``-update``/``-done``, ``async-start``/``-update``/
-  ``-done``, ``fusion-start``/``-done``, ``send``/``recv`` and their dones) is one launch, counted at its
-  start under the opcode of what it wraps; the called computation of a ``fusion-start`` (or of an
-  ``async-start`` wrapping a fusion) is read as a fusion.
-* **Bytes** of a launch are each distinct operand read once plus the result written once, from the
-  shapes (dense; tiling padding ignored; a sub-byte type takes a whole byte unless its layout packs it
-  with ``E(bits)``, as XLA stores it). Not counted: the trailing ``s8``/``u8`` workspace element of a
-  cuBLAS/cuDNN custom-call's result. A ``slice``, ``dynamic-slice`` or ``gather`` is charged what it
-  reads (its output and its indices), not its whole operand, and so is a fusion parameter that is read
-  only through them. A ``dynamic-update-slice`` (bare, or the root of a fusion updating one of its
-  parameters) writes in place into its operand's buffer: it is charged its update read and written and its
-  indices, nothing for the operand it updates. An async operation's data is counted once. An unbounded dynamic
-  dimension makes a launch's bytes unknown (``None``, counted in ``bytes_unknown``); a bounded one
-  (``<=8``) counts its bound.
+  ``conditional`` or ``call`` runs, that does work of its own: not ``parameter``, ``constant``, ``tuple``,
+  ``get-tuple-element``, ``bitcast``, a ``reshape`` that is a bitcast under its layouts, a ``convert`` to
+  the type it already has (``f32`` to ``f32``), ``after-all``, ``add-dependency``, ``opt-barrier``,
+  ``domain``, ``partition-id``, ``replica-id``, and not the control flow instruction itself (a ``reshape``
+  that changes the order of elements in memory is a copy: a launch). A fusion is one launch (its body is
+  what was fused); a library custom-call is one. An async pair or triple (``all-reduce-start``/``-done``,
+  ``all-gather-*``, ``collective-permute-*``, ``copy-start``/``-done``,
+  ``custom-call-start``/``-update``/``-done``, ``async-start``/``-update``/ ``-done``,
+  ``fusion-start``/``-done``, ``send``/``recv`` and their dones) is one launch, counted at its start under
+  the opcode of what it wraps; the called computation of a ``fusion-start`` (or of an ``async-start``
+  wrapping a fusion) is read as a fusion.
+* **Bytes** of a launch are each distinct operand read once plus the result written once, from the shapes
+  (dense; tiling padding ignored; a sub-byte type takes a whole byte unless its layout packs it with
+  ``E(bits)``, as XLA stores it). Not counted: the trailing ``s8``/``u8`` workspace element of a
+  cuBLAS/cuDNN custom-call's result. A ``slice``, ``dynamic-slice`` or ``gather`` is charged what it reads
+  (its output and its indices), not its whole operand, and so is a fusion parameter that is read only
+  through them. A ``dynamic-update-slice`` or ``scatter`` (bare, or the root of a fusion updating one of its
+  parameters that nothing else in the fusion reads) writes in place into its operand's buffer: it is charged
+  its update(s) read and written and its indices, nothing for the operand it updates. An async operation's
+  data is counted once. An unbounded dynamic dimension makes a launch's bytes unknown (``None``, counted in
+  ``bytes_unknown``); a bounded one (``<=8``) counts its bound.
 * **Per step**: ``kernels``, ``kernel_list`` and ``bytes_moved`` count each launch site once (a loop
   body once, every branch of a conditional once). ``per_step`` is one run of the entry: a ``while``
   body (and condition) multiplied by the loop's ``known_trip_count``, and for a ``conditional`` its
@@ -40,8 +42,8 @@ from typing import Any
 
 from .matrix import matrix_ops
 from .parser import Computation, Instruction, Module, Shape, as_module
-from .walk import (CONTROL_FLOW, FREE_OPCODES, PARTIAL_READ, async_wrapped, executed_computations, fused_instructions,
-                   fusion_of, is_async_continuation, is_async_start, launch_opcode, workspace_free)
+from .walk import (CONTROL_FLOW, PARTIAL_READ, async_wrapped, executed_computations, fused_instructions,
+                   fusion_of, is_async_continuation, is_async_start, launch_opcode, launches_nothing, workspace_free)
 
 # ---------------------------------------------------------------------------------------------
 # Summary: launches, fusions and bytes moved.
@@ -86,35 +88,52 @@ def _partial_reads(module: Module, fusion: Instruction) -> dict[int, int | None]
     return out
 
 
-def _in_place_update(module: Module, inst: Instruction) -> tuple[int, int | None] | None:
-    """For a ``dynamic-update-slice``, or a fusion whose root is one updating a fusion parameter, the operand
-    index of the buffer it updates in place and the bytes of the update; else ``None``.
+def _in_place_update(module: Module, comp: Computation, inst: Instruction) -> tuple[set[int], int | None] | None:
+    """For a ``dynamic-update-slice`` or ``scatter``, or a fusion whose root is one updating fusion parameters, the
+    operand indices of the buffers it updates in place and the bytes it writes (the update, or the scatter's
+    updates); else ``None``.
 
-    XLA gives a dynamic-update-slice's result the buffer of its operand 0 (an in-place input/output pair:
-    ``HloDataflowAnalysis::GetInPlaceInputOutputPairs``), so the kernel reads the update and writes that many
-    bytes; the rest of the operand is neither read nor written.
+    XLA gives a dynamic-update-slice's or scatter's result the buffer of its operand (an in-place input/output
+    pair: ``HloDataflowAnalysis::GetInPlaceInputOutputPairs``), so the kernel reads the update (and indices) and
+    writes that many bytes; the rest of the operand is neither read nor written. Inside a fusion this holds only
+    when the updated operand is a fusion parameter (through bitcasts) that nothing else in the fusion reads.
     """
-    if inst.opcode == "dynamic-update-slice":
-        comp_shapes = None
+    if inst.opcode in ("dynamic-update-slice", "scatter"):
         target, body = inst, None
     else:
         fusion = fusion_of(module, inst)
         body = module.computations.get(fusion.called[0]) if fusion is not None and fusion.called else None
         target = body.root if body is not None else None
-        if target is None or target.opcode != "dynamic-update-slice":
+        if target is None or target.opcode not in ("dynamic-update-slice", "scatter"):
             return None
-        comp_shapes = {i.name: i for i in body}
     if len(target.operands) < 2:
         return None
-    if comp_shapes is None:
-        return 0, None          # the caller reads the update's size from the entry's shapes
-    base = comp_shapes.get(target.operands[0])
-    while base is not None and base.opcode in ("bitcast", "reshape") and base.operands:
-        base = comp_shapes.get(base.operands[0])
-    update = comp_shapes.get(target.operands[1])
-    if base is None or base.opcode != "parameter" or update is None:
+    if target.opcode == "scatter":
+        n = (len(target.operands) - 1) // 2           # variadic scatter: n operands, the indices, n updates
+        updated, updates = target.operands[:n], target.operands[n + 1:]
+    else:
+        updated, updates = target.operands[:1], target.operands[1:2]
+    shapes = {i.name: i for i in (body if body is not None else comp)}
+    update_insts = [shapes.get(u) for u in updates]
+    if any(u is None for u in update_insts):
         return None
-    return base.parameter_number, update.shape.bytes
+    written = _sum_bytes([u.shape.bytes for u in update_insts])  # type: ignore[union-attr]
+    if body is None:
+        return set(range(len(updated))), written
+    users: dict[str, int] = {}
+    for i in body:
+        for o in i.operands:
+            users[o] = users.get(o, 0) + 1
+    indices: set[int] = set()
+    for name in updated:
+        base = shapes.get(name)
+        while base is not None and base.opcode in ("bitcast", "reshape") and base.operands and \
+                users.get(base.name, 0) == 1:
+            base = shapes.get(base.operands[0])
+        if base is None or base.opcode != "parameter" or users.get(base.name, 0) != 1:
+            return None
+        indices.add(base.parameter_number)
+    return indices, written
 
 
 def kernel_traffic(module: Module, comp: Computation, inst: Instruction) -> tuple[list[tuple[str, int | None]], int | None]:
@@ -141,17 +160,15 @@ def kernel_traffic(module: Module, comp: Computation, inst: Instruction) -> tupl
     reads: list[tuple[str, int | None]] = []
     if inst.opcode == "recv":
         return reads, written
-    in_place = _in_place_update(module, inst)
+    in_place = _in_place_update(module, comp, inst)
     if in_place is not None:
-        index, update = in_place
-        if update is None:      # a bare dynamic-update-slice: operand 1 is the update
-            update = shapes[inst.operands[1]].bytes if inst.operands[1] in shapes else None
+        updated, update = in_place
         fusion = fusion_of(module, inst)
         partial = _partial_reads(module, fusion) if fusion is not None else {}
         for k, o in enumerate(inst.operands):
             if o not in shapes or o in inst.operands[:k]:
                 continue
-            reads.append((o, 0 if k == index else partial[k] if k in partial else shapes[o].bytes))
+            reads.append((o, 0 if k in updated else partial[k] if k in partial else shapes[o].bytes))
         return reads, update
     if opcode in PARTIAL_READ:
         reads.append((operands[0] if operands else "", out_shape.bytes))
@@ -171,8 +188,8 @@ def kernel_bytes(module: Module, comp: Computation, inst: Instruction) -> int | 
 
     A library call's scratch workspace is not counted; a ``slice``, ``dynamic-slice`` or ``gather`` (and
     a fusion's parameter read only through them) is charged the bytes it reads, not its whole operand; a
-    ``dynamic-update-slice`` (or a fusion rooted in one) updates its operand in place and is charged its update
-    read and written, not the operand;
+    ``dynamic-update-slice`` or ``scatter`` (or a fusion rooted in one) updates its operand in place and is
+    charged its update read and written and its indices, not the operand;
     an async start is charged its operands and the result its ``*-done`` returns. ``None`` when a shape
     has an unbounded dynamic dimension.
     """
@@ -202,8 +219,9 @@ def _async_result(comp: Computation, start: Instruction) -> Shape:
 def _launches(module: Module, comp: Computation) -> list[dict[str, Any]]:
     """The launches of one computation (not descending into control flow)."""
     out = []
+    shapes = {i.name: i.shape for i in comp}
     for inst in comp:
-        if inst.opcode in FREE_OPCODES or inst.opcode in CONTROL_FLOW or is_async_continuation(inst):
+        if launches_nothing(inst, shapes) or inst.opcode in CONTROL_FLOW or is_async_continuation(inst):
             continue
         fusion = fusion_of(module, inst)
         out.append({"name": inst.name, "opcode": launch_opcode(module, inst),
@@ -261,7 +279,8 @@ def summary(module_or_text: Module | str) -> dict[str, Any]:
 
     **A launch** is an executed instruction (in the entry, or in a computation that a ``while``,
     ``conditional`` or ``call`` runs) that is not free (``parameter``, ``constant``, ``tuple``,
-    ``get-tuple-element``, ``bitcast``, ``reshape``, ``after-all``, ...) and not control flow itself. A
+    ``get-tuple-element``, ``bitcast``, a bitcast ``reshape``, a same-type ``convert``, ``after-all``, ...; see
+    :func:`xlalab.hlo.launches_nothing`) and not control flow itself. A
     fusion is one launch; a library ``custom-call`` (cuBLAS, cuDNN) is one. An async pair or triple
     (``all-reduce-start``/``-done``, ``copy-start``/``-done``, ``async-start``/``-update``/``-done``,
     ``send``/``send-done`` ...) is one launch, counted under the opcode of what it wraps; a wrapped
@@ -270,7 +289,9 @@ def summary(module_or_text: Module | str) -> dict[str, Any]:
     **Bytes** of a launch: each distinct operand read once plus the result written once, from shapes.
     Not counted: the trailing ``s8``/``u8`` scratch workspace of a cuBLAS/cuDNN custom-call. A ``slice``,
     ``dynamic-slice`` or ``gather`` reads what it outputs (plus its indices), not its whole operand, and a
-    fusion parameter read only through them is charged what they read. An async operation's data is
+    fusion parameter read only through them is charged what they read. A ``dynamic-update-slice`` or
+    ``scatter`` (or a fusion rooted in one, updating a parameter in place) is charged its update(s) read and
+    written and its indices, not the operand it updates. An async operation's data is
     counted once (its operands and the result of its ``-done``). A shape with an unbounded dynamic
     dimension (``?``) has unknown bytes: such launches are counted in ``bytes_unknown`` and add nothing.
 

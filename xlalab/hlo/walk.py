@@ -98,3 +98,111 @@ def workspace_free(inst: Instruction, shape: Shape) -> Shape:
     return shape
 
 
+
+
+def _minor_to_major(shape: Shape) -> tuple[int, ...]:
+    """A shape's layout as dimension numbers from minor to major; the default (row-major) when it has none."""
+    rank = len(shape.dims)
+    text = shape.layout.split(":")[0].strip()
+    try:
+        order = tuple(int(t) for t in text.split(",")) if text else ()
+    except ValueError:
+        order = ()
+    return order if sorted(order) == list(range(rank)) else tuple(range(rank - 1, -1, -1))
+
+
+def _physical_atoms(dims: tuple[int, ...], order: tuple[int, ...],
+                    atoms: dict[int, list[object]]) -> list[object] | None:
+    """The atoms of a shape from physically major to minor (``atoms``: each dimension's, major to minor); a
+    group that does not split evenly counts as one atom when its dimensions lie together in logical order."""
+    seq: list[object] = []
+    for d in reversed(order):
+        if dims[d] != 1:
+            seq += atoms[d]
+    out: list[object] = []
+    i = 0
+    while i < len(seq):
+        tok = seq[i]
+        if isinstance(tok, tuple) and tok[0] == "part":
+            _, group, first, count = tok
+            run = [("part", group, first + k, count) for k in range(count)]
+            if first != 0 or seq[i:i + count] != run:
+                return None
+            out.append(("group", group))
+            i += count
+        else:
+            out.append(tok)
+            i += 1
+    return out
+
+
+def reshape_is_bitcast(src: Shape, dst: Shape) -> bool:
+    """Whether a ``reshape`` from ``src`` to ``dst`` keeps every element at the same place in memory under the
+    two shapes' layouts (XLA then emits no kernel for it: a bitcast), as XLA's ``ShapeUtil::ReshapeIsBitcast``
+    decides. Shapes without a layout (unoptimized HLO) are row-major, where a reshape is always a bitcast.
+    Tiling is ignored.
+
+    Method: the logical (row-major) reshape splits and merges dimensions; split both shapes into the common
+    factors ("atoms") of each group of dimensions whose sizes multiply to the same number, and compare the
+    order in which the two layouts store those atoms.
+    """
+    if src.is_tuple or dst.is_tuple or src.dtype != dst.dtype or src.elements is None or \
+            src.elements != dst.elements or src.elements == 0:
+        return src.elements == 0 == dst.elements
+    a = [i for i, d in enumerate(src.dims) if d != 1]
+    b = [i for i, d in enumerate(dst.dims) if d != 1]
+    atoms_a: dict[int, list[object]] = {}
+    atoms_b: dict[int, list[object]] = {}
+    i = j = 0
+    group = 0
+    while i < len(a) and j < len(b):
+        ga, gb = [a[i]], [b[j]]
+        pa, pb = src.dims[a[i]], dst.dims[b[j]]
+        i, j = i + 1, j + 1
+        while pa != pb:
+            if pa < pb:
+                ga.append(a[i])
+                pa *= src.dims[a[i]]
+                i += 1
+            else:
+                gb.append(b[j])
+                pb *= dst.dims[b[j]]
+                j += 1
+        # Suffix products (from the logically minor end) of each side; their union must be a divisibility chain.
+        def suffixes(dims: tuple[int, ...], group_dims: list[int]) -> list[int]:
+            out, p = [], 1
+            for d in reversed(group_dims):
+                p *= dims[d]
+                out.append(p)
+            return out
+        sa, sb = suffixes(src.dims, ga), suffixes(dst.dims, gb)
+        cuts = sorted(set(sa) | set(sb))
+        if all(hi % lo == 0 for lo, hi in zip(cuts, cuts[1:])):
+            for dims, group_dims, suf, atoms in ((src.dims, ga, sa, atoms_a), (dst.dims, gb, sb, atoms_b)):
+                lower = 1
+                for d, upper in zip(reversed(group_dims), suf):
+                    # This dimension holds the atoms between cuts lower (exclusive) and upper: major first.
+                    atoms[d] = [("atom", group, c) for c in reversed(cuts) if lower < c <= upper]
+                    lower = upper
+        else:
+            for group_dims, atoms in ((ga, atoms_a), (gb, atoms_b)):
+                for k, d in enumerate(group_dims):
+                    atoms[d] = [("part", group, k, len(group_dims))]
+        group += 1
+    seq_a = _physical_atoms(src.dims, _minor_to_major(src), atoms_a)
+    seq_b = _physical_atoms(dst.dims, _minor_to_major(dst), atoms_b)
+    return seq_a is not None and seq_a == seq_b
+
+
+def launches_nothing(inst: Instruction, operand_shapes: dict[str, Shape]) -> bool:
+    """Whether an instruction runs no kernel of its own: a free opcode (``FREE_OPCODES``), a ``reshape`` that
+    is a bitcast (:func:`reshape_is_bitcast`; any other reshape is a copy), or a ``convert`` to the type it
+    already has (``f32`` to ``f32``: unoptimized HLO of ``tf.reduce_mean`` has them). ``operand_shapes`` maps
+    the computation's instruction names to their shapes."""
+    if inst.opcode == "reshape":
+        src = operand_shapes.get(inst.operands[0]) if inst.operands else None
+        return src is None or reshape_is_bitcast(src, inst.shape)
+    if inst.opcode == "convert":
+        src = operand_shapes.get(inst.operands[0]) if inst.operands else None
+        return src is not None and not src.is_tuple and src.dtype == inst.shape.dtype and src.dims == inst.shape.dims
+    return inst.opcode in FREE_OPCODES
