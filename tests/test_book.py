@@ -833,7 +833,7 @@ def test_pass_flipbooks_step_in_the_built_book(browser: Chromium, server: str) -
         foreign = [u for u in loaded if not u.startswith((server, "data:", "blob:"))]
         assert not foreign, f"{page} fetched from elsewhere: {foreign[:5]}"
         assert browser.evaluate("document.querySelectorAll('.xlfb [src], .xlfb [href], .xlfb link').length") == 0
-        size = (REPO / "_build" / "html" / page).stat().st_size
+        size = (HTML / page).stat().st_size
         assert size < 3 * 2**20, f"{page} weighs {size:,} bytes"
 
 

@@ -398,7 +398,8 @@ def _hardware(profile: str) -> tuple[dict[str, Any], Any, float]:
                ran_on=("CPU (XLALAB_FAKE_GPU names a GPU, but TensorFlow ran on the CPU)" if backend.fake
                        else f"{backend.kind.upper()}: {backend.name}"))
     if backend.kind == "gpu" and not backend.fake:
-        hwd["roof_note"] = ("datasheet peaks for the roof; copy_gbps is the device-to-device copy measured now "
+        hwd["roof_note"] = ((peaks.note or "measured peaks for the roof (no datasheet row)") if peaks.is_measured else
+                            "datasheet peaks for the roof; copy_gbps is the device-to-device copy measured now "
                             "(xlalab.hw.measure_bandwidth on /GPU:0)")
     else:
         hwd["roof_note"] = (f"memory roof: the faster of a NumPy copy over {peaks.measured['threads']} threads and "
