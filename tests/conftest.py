@@ -160,3 +160,12 @@ def sample_solution_with_answers() -> nbformat.NotebookNode:
 def make_answers_root(root: Path) -> Path:
     """``root`` made a repository with the written-answer sample lab in solutions/ and labs/."""
     return make_lab_root(root, sample_solution_with_answers())
+
+
+def handin_copy(path: Path, folder: Path) -> Path:
+    """A copy of ``path`` as a student's hand-in, ``folder/<its name>``: the grader refuses a hand-in that is the
+    instructor's source file itself (same device and inode), so a test that grades a solution hands in a copy."""
+    import shutil
+
+    folder.mkdir(parents=True, exist_ok=True)
+    return Path(shutil.copyfile(path, folder / path.name))

@@ -18,6 +18,7 @@ import re
 from pathlib import Path
 
 import pytest
+from conftest import handin_copy
 
 REPO = Path(__file__).resolve().parent.parent
 FAKE_GPU = "NVIDIA A100-SXM4-40GB"
@@ -80,6 +81,7 @@ def test_lab06_solution_on_a_gpu_without_a_datasheet_row(tmp_path):
 
     lab = REPO / "solutions" / "lab06_resnet.ipynb"
     env = {"XLALAB_PROFILE": "tiny", "XLALAB_FAKE_GPU": UNKNOWN_GPU, "XLALAB_FAKE_GPU_CC": UNKNOWN_CC}
-    (row,) = grade.grade_submissions(lab, [lab], tmp_path / "out", env=env, cell_timeout=900, timeout=2400,
+    (row,) = grade.grade_submissions(lab, [handin_copy(lab, tmp_path / "handin")], tmp_path / "out", env=env,
+                                     cell_timeout=900, timeout=2400,
                                      memory_gb=8)
     assert row.auto == row.max_auto, grade.feedback_text(row)

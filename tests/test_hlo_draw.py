@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from xlalab import hlo, hlo_draw
+from conftest import handin_copy
 
 CORPUS = Path(__file__).parent / "data" / "hlo"
 MODULE_FILES = sorted(p for p in CORPUS.glob("*.txt") if "buffer_assignment" not in p.name)
@@ -247,7 +248,8 @@ def test_lab02_solution_earns_full_points_without_graphviz(tmp_path):
     lab = Path(__file__).resolve().parent.parent / "solutions" / "lab02_hlo_fusion.ipynb"
     assert '"id": "p2-draw"' in lab.read_text(), "Lab 2 lost its draw cell"
     env = {"XLALAB_PROFILE": "tiny", "PATH": str(Path(sys.executable).parent)}
-    (row,) = grade.grade_submissions(lab, [lab], tmp_path, env=env, cell_timeout=900, timeout=2400, memory_gb=8)
+    (row,) = grade.grade_submissions(lab, [handin_copy(lab, tmp_path / "handin")], tmp_path / "out", env=env,
+                                     cell_timeout=900, timeout=2400, memory_gb=8)
     assert row.auto == row.max_auto, grade.feedback_text(row)
 
 

@@ -20,6 +20,7 @@ import pytest
 
 from xlalab import assign, grade
 from xlalab.grading import answers as answers_mod
+from conftest import handin_copy
 
 REPO = Path(__file__).resolve().parent.parent
 SOLUTIONS = sorted((REPO / "solutions").glob("lab*.ipynb"))
@@ -45,7 +46,7 @@ def _feedback(row: grade.Row) -> str:
 
 
 def _grade(path: Path, lab: Path, out: Path, env: dict) -> grade.Row:
-    (row,) = grade.grade_submissions(lab, [path], out, env=env, **LIMITS)
+    (row,) = grade.grade_submissions(lab, [handin_copy(path, out / "handin")], out / "graded", env=env, **LIMITS)
     return row
 
 
