@@ -161,7 +161,7 @@ def plan(nb: Any) -> Plan:
             checks.append(i)
             continue
         try:
-            tree = _parse(assign.strip_inline(cell.source) if assign.has_inline(cell.source) else cell.source)
+            tree = _parse(cell.source)   # an answer cell with its solution: every name the student may bind
         except SyntaxError:
             continue
         binds = top_bound(tree)

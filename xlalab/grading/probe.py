@@ -340,8 +340,21 @@ def student_sources() -> list[str]:
     return [s for s in ip.user_ns.get("In", []) if isinstance(s, str)]
 
 
+def _targets(node) -> set[str]:
+    import ast
+
+    out = set()
+    targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+    for t in targets:
+        for n in ast.walk(t):
+            if isinstance(n, ast.Name):
+                out.add(n.id)
+    return out
+
+
 def student_source(name: str) -> str | None:
-    """The source of the student's last top-level ``def name`` or ``name = ...`` (None if there is none)."""
+    """The source of the student's last top-level ``def name``, ``class name`` or assignment to ``name`` (None
+    if there is none), read from :func:`student_sources`."""
     import ast
 
     found = None
@@ -355,10 +368,23 @@ def student_source(name: str) -> str | None:
         for node in tree.body:
             if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and node.name == name:
                 found = ast.get_source_segment(src, node)
-            elif isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == name
-                                                      for t in node.targets):
+            elif isinstance(node, (ast.Assign, ast.AugAssign, ast.AnnAssign)) and name in _targets(node):
                 found = ast.get_source_segment(src, node)
     return found
+
+
+def written(*names: str) -> dict[str, str]:
+    """``{name: source}`` of what the student wrote for each name; AssertionError if one is missing or still the
+    lab's stub (``raise NotImplementedError``). Judge side: no probe value counts for code that is not there."""
+    import re
+
+    out = {}
+    for name in names:
+        src = student_source(name)
+        assert src is not None, f"`{name}` is not defined in your notebook"
+        assert not re.search(r"\braise\s+NotImplementedError\b", src), f"`{name}` is not written yet (it still raises NotImplementedError)"
+        out[name] = src
+    return out
 
 
 def calls_in(source: str | None) -> set[str]:
