@@ -235,7 +235,7 @@ def _setup_failed(lab: Lab, results: list[CellResult], who: str) -> str | None:
     setup_id = next((c.get("id") for c in lab.released.cells if assign.xmeta(c).get("setup")), None)
     for r in results:
         if not r.passed and r.id in GRADER_CELLS:
-            return f"the grader could not set up {who} ({r.message or 'failed'})"
+            return f"the grader could not set up the kernel of {who} ({r.message or 'failed'})"
         if not r.passed and r.id == setup_id:
             return f"the lab's setup cell failed in {who} ({r.message or 'failed'})"
     return None
@@ -278,7 +278,9 @@ def score(lab: Lab, student: RunOutcome, judge: RunOutcome | None, timeout: floa
         elif records_fault:
             message = f"not judged: {records_fault}"
         elif rec is None:
-            if judge_failed:
+            if setup_failed:
+                message = f"did not run: {setup_failed}"
+            elif judge_failed:
                 message = f"not judged: {judge_failed}"
             elif judge is not None and judge.timed_out:
                 message = f"not judged: the judge reached the time limit ({timeout:g} s)"
