@@ -351,6 +351,10 @@ def test_make_labs_refuses_a_check_that_reads_a_student_name_outside_probe():
     assert any("p1-scale" in p and "scale" in p and "outside probe" in p for p in problems), problems
     c.source = c.source.replace("# JUDGE\n", "")
     assert any("no '# JUDGE' line" in p for p in check_problems(nb))
+    nb = sample_solution()
+    h = next(c for c in nb.cells if c.get("id") == "p1-hidden")
+    h.source = h.source.replace("check_rng('p1-scale-random')", "np.random.default_rng()")
+    assert any("p1-scale-random" in p and "check_rng" in p for p in check_problems(nb)), check_problems(nb)
 
 
 def test_given_names_that_are_not_literals_come_from_the_released_cells():

@@ -188,6 +188,33 @@ def plan(nb: Any) -> Plan:
     return Plan(setup, sorted(given), checks, student, judge_names)
 
 
+def _dotted(node: ast.AST) -> str:
+    parts = []
+    while isinstance(node, ast.Attribute):
+        parts.append(node.attr)
+        node = node.value
+    if isinstance(node, ast.Name):
+        parts.append(node.id)
+    return ".".join(reversed(parts))
+
+
+def _unseeded(tree: ast.AST) -> set[str]:
+    """Calls that draw from a global or fresh random state (``np.random.default_rng()``, ``np.random.rand``,
+    ``tf.random.normal``, ``random.random``): different in the student's kernel and the judge."""
+    out = set()
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.Call):
+            continue
+        name = _dotted(node.func)
+        if name in ("np.random.default_rng", "numpy.random.default_rng"):
+            if not node.args and not node.keywords:
+                out.add(name + "()")
+        elif name.startswith(("np.random.", "numpy.random.", "tf.random.", "random.")) and \
+                not name.endswith(("default_rng", "Generator", "set_seed", "seed")):
+            out.add(name)
+    return out
+
+
 def check_problems(nb: Any) -> list[str]:
     """Why each check of a solution notebook could judge with state the student controls (empty: none).
 
@@ -211,6 +238,10 @@ def check_problems(nb: Any) -> list[str]:
         reads = reads_outside_probe(tree)
         bad = sorted(n for n in reads if n in p.student_names and n not in own and n not in earlier)
         unknown = sorted(n for n in reads - own - earlier - p.judge_names - BUILTINS - p.student_names)
+        unseeded = sorted(_unseeded(tree))
+        if unseeded:
+            problems.append(f"check {cid!r} draws random inputs with {', '.join(unseeded)}: the student's kernel and "
+                            "the judge would draw different ones; use check_rng(check id) or a fixed seed")
         if bad:
             problems.append(f"check {cid!r} reads {', '.join(bad)} outside probe(): a name the student defines")
         if unknown:
