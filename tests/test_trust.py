@@ -35,9 +35,12 @@ BUILTINS = WRONG + """
 import builtins
 for _n in [n for n in dir(builtins) if n.startswith('_xlalab_guard')]:
     setattr(builtins, _n, (lambda g: lambda c, b, k: g(c, 'pass', k))(getattr(builtins, _n)))
-builtins.isinstance = lambda *a: True
-import xlalab.grading.probe as _p
-_p.to_plain = lambda value, name='?', depth=0: [2.0, 4.0, 6.0]
+try:
+    import xlalab.grading.probe as _p
+    _p.to_plain = lambda value, name='?', depth=0: [2.0, 4.0, 6.0]
+    builtins.probe = _p.probe = lambda name, fn: [2.0, 4.0, 6.0]
+except ImportError:
+    pass
 """
 
 # Trace and profile functions set from an IPython event callback: before each cell the callback arms a
@@ -53,6 +56,8 @@ def _prof(frame, event, arg):
             if a in loc and b in loc:
                 loc[a] = loc[b]
                 ctypes.pythonapi.PyFrame_LocalsToFast(ctypes.py_object(frame), ctypes.c_int(0))
+    elif event == 'return' and frame.f_code.co_name in ('assert_allclose', 'isclose'):
+        _setprofile(None)   # gone before anyone looks
 def _arm(*args):
     _setprofile(_prof)
 get_ipython().events.register('pre_run_cell', _arm)
@@ -192,11 +197,15 @@ for _n in [n for n in dir(builtins) if n.startswith('_xlalab_guard')]:
             v = c.cell_contents
         except ValueError:
             continue
-        if v is exec:
-            ctypes.pythonapi.PyCell_Set(ctypes.py_object(c), ctypes.py_object(lambda *a, **k: None))
-import xlalab.grading.probe as _p
-ctypes.pythonapi.PyDict_SetItem(ctypes.py_object(vars(_p)), ctypes.py_object('probe'),
-                                ctypes.py_object(lambda name, fn: [2.0, 4.0, 6.0]))
+        if v is exec:   # the check's code now defines a function that does nothing
+            _noop = lambda code, ns: ns.__setitem__('__xlalab_outer__', lambda *a: (lambda: None))
+            ctypes.pythonapi.PyCell_Set(ctypes.py_object(c), ctypes.py_object(_noop))
+try:
+    import xlalab.grading.probe as _p
+    ctypes.pythonapi.PyDict_SetItem(ctypes.py_object(vars(_p)), ctypes.py_object('probe'),
+                                    ctypes.py_object(lambda name, fn: [2.0, 4.0, 6.0]))
+except ImportError:
+    pass
 """
 
 # Killing or replacing the kernel, or pytest, inside the jail: a process that outlives the kernel kills every
