@@ -241,7 +241,7 @@ def attacked(trust_root, tmp_path_factory):
     out = tmp_path_factory.mktemp("trust-grades")
     hand_ins = {"good": answered(trust_root), "blank": released(trust_root)}
     for name, attack in ATTACKS.items():
-        hand_ins[name] = insert_after(released(trust_root), "setup", attack, "attack")
+        hand_ins[name] = insert_after(released(trust_root), "p1-answer", attack, "attack")
     for name, nb in hand_ins.items():
         (subs / f"{name}.ipynb").write_text(json.dumps(nb), encoding="utf-8")
     rows = grade.grade_submissions(trust_root / "solutions" / f"{SAMPLE}.ipynb", [subs], out, jobs=1,
