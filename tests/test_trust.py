@@ -30,15 +30,17 @@ MAX = 6.0
 WRONG = "def scale(x, k):\n    return x\n\ndef total(x):\n    return 0.0\n"
 
 # Replacing or wrapping a function in builtins or the guard: the old guard's entry point in builtins runs an
-# empty body instead of the check (it then logged "passed" with a valid MAC). Today: probe itself replaced.
+# empty body instead of the check (it then logged "passed" with a valid MAC). Today: the probe's conversion is
+# replaced, so that anything goes into the records. (A hand-in that records the visible check's expected value,
+# [2, 4, 6], passes that visible check, exactly as `return [2.0, 4.0, 6.0]` would: hidden checks decide that case.)
 BUILTINS = WRONG + """
 import builtins
 for _n in [n for n in dir(builtins) if n.startswith('_xlalab_guard')]:
     setattr(builtins, _n, (lambda g: lambda c, b, k: g(c, 'pass', k))(getattr(builtins, _n)))
 try:
     import xlalab.grading.probe as _p
-    _p.to_plain = lambda value, name='?', depth=0: [2.0, 4.0, 6.0]
-    builtins.probe = _p.probe = lambda name, fn: [2.0, 4.0, 6.0]
+    _p.to_plain = lambda value, name='?', depth=0: value     # anything goes into the records
+    builtins.probe = _p.probe = lambda name, fn: fn()
 except ImportError:
     pass
 """
@@ -203,7 +205,7 @@ for _n in [n for n in dir(builtins) if n.startswith('_xlalab_guard')]:
 try:
     import xlalab.grading.probe as _p
     ctypes.pythonapi.PyDict_SetItem(ctypes.py_object(vars(_p)), ctypes.py_object('probe'),
-                                    ctypes.py_object(lambda name, fn: [2.0, 4.0, 6.0]))
+                                    ctypes.py_object(lambda name, fn: fn()))
 except ImportError:
     pass
 """
