@@ -277,19 +277,20 @@ def score(lab: Lab, student: RunOutcome, judge: RunOutcome | None, timeout: floa
             message = ""
         elif records_fault:
             message = f"not judged: {records_fault}"
+        elif setup_failed:
+            message = f"did not run: {setup_failed}"
+        elif judge_failed:
+            message = f"not judged: {judge_failed}"
         elif rec is None:
-            if setup_failed:
-                message = f"did not run: {setup_failed}"
-            elif judge_failed:
-                message = f"not judged: {judge_failed}"
-            elif judge is not None and judge.timed_out:
+            if judge is not None and judge.timed_out:
                 message = f"not judged: the judge reached the time limit ({timeout:g} s)"
             else:
                 message = "not judged: the judge did not reach this check"
         else:
             message = rec.message or rec.outcome
-            if "did not run in your notebook" in message and (setup_failed or why):
-                message = f"did not run: {setup_failed or why}"
+            if why and ("did not run in your notebook" in message or
+                        ("KeyboardInterrupt" in message and "Timeout" in why)):
+                message = why if "Timeout" in why else f"did not run: {why}"
         if check.hidden and not passed:
             message = hidden_message(message, check.source)
         checks.append(CheckResult(check.check, check.points, check.hidden, passed, message))
