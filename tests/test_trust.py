@@ -398,3 +398,18 @@ def test_the_student_never_receives_a_judging_part_and_the_judge_no_answer(tmp_p
     assert "# JUDGE" not in text and "assert_allclose" not in text and "isclose" not in text, text
     judge = nbformat.writes(build_judge(lab, "pass"))
     assert "# JUDGE" in judge and "np.asarray(x, dtype=float) * k" not in judge and "np.sum(x)" not in judge
+
+
+def test_make_labs_stops_on_such_a_check_with_the_reason(tmp_path, capsys):
+    from xlalab import assign
+
+    nb = sample_solution()
+    c = next(c for c in nb.cells if c.get("id") == "p2-check")
+    c.source = c.source.replace("assert isinstance(a, float)", "assert isinstance(total([1.0]), float)")
+    (tmp_path / "_config.yml").write_text("title: t\nrepository:\n  url: https://example.org/x\n", encoding="utf-8")
+    (tmp_path / "solutions").mkdir()
+    nbformat.write(nb, str(tmp_path / "solutions" / f"{SAMPLE}.ipynb"))
+    assert assign.main(["--root", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert "p2-total" in err and "total" in err and "outside probe()" in err
+    assert not (tmp_path / "labs" / f"{SAMPLE}.ipynb").exists()
