@@ -413,3 +413,15 @@ def test_make_labs_stops_on_such_a_check_with_the_reason(tmp_path, capsys):
     err = capsys.readouterr().err
     assert "p2-total" in err and "total" in err and "outside probe()" in err
     assert not (tmp_path / "labs" / f"{SAMPLE}.ipynb").exists()
+
+
+def test_a_lone_surrogate_in_a_record_cannot_silence_the_judges_error():
+    """The judge's kernel cannot send an error message holding a lone surrogate, so nbval saw the check pass
+    (found by test_grader_holes' surrogate hand-in): every string of a record is made sendable."""
+    from xlalab.grading import probe as p
+
+    data = p.dump_records({"t": [p.ProbeRecord("t", error="ValueError: bad \ud800 text")],
+                           "v": [p.ProbeRecord("v", value={"k\udfff": ["x\ud800"]})]})
+    rec = p.parse_records(data)
+    assert rec["t"][0].error == "ValueError: bad \ufffd text"
+    assert rec["v"][0].value == {"k\ufffd": ["x\ufffd"]}

@@ -239,6 +239,14 @@ def encode(value: Any) -> Any:
     raise ValueError(f"not plain data: {type(value).__name__}")
 
 
+def _text(value: str) -> str:
+    """A string from a record with lone surrogates replaced by U+FFFD: the judge's kernel could not send an error
+    message that quotes one, and nbval would see that check's cell pass."""
+    import re
+
+    return re.sub("[\ud800-\udfff]", "\ufffd", value)
+
+
 class RecordsError(ValueError):
     """A records file the grader refuses (malformed, too large, too deep): the student's fault."""
 
@@ -257,7 +265,7 @@ def decode(node: Any, budget: list[int], depth: int = 0) -> Any:
     if type(node) is str:
         if len(node) > MAX_STRING:
             raise RecordsError("a string is too long")
-        return node
+        return _text(node)
     if type(node) is not dict or len(node) != 1:
         raise RecordsError("a value that is not tagged data")
     (tag, body), = node.items()
@@ -268,7 +276,7 @@ def decode(node: Any, budget: list[int], depth: int = 0) -> Any:
         for item in body:
             if type(item) is not list or len(item) != 2 or type(item[0]) is not str:
                 raise RecordsError("a malformed dict entry")
-            out[item[0]] = decode(item[1], budget, depth + 1)
+            out[_text(item[0])] = decode(item[1], budget, depth + 1)
         return out
     if tag == "f" and body in ("nan", "inf", "-inf"):
         return float(body)
@@ -310,9 +318,9 @@ def parse_records(data: bytes) -> dict[str, list[ProbeRecord]]:
             raise RecordsError(f"line {i} of the probe records is not a probe record")
         if "error" in line and line["error"] is not None:
             err = line["error"]
-            rec = ProbeRecord(line["probe"], error=(err if type(err) is str else "failed")[:500])
+            rec = ProbeRecord(_text(line["probe"]), error=_text(err if type(err) is str else "failed")[:500])
         else:
-            rec = ProbeRecord(line["probe"], value=decode(line.get("value"), budget))
+            rec = ProbeRecord(_text(line["probe"]), value=decode(line.get("value"), budget))
         out.setdefault(rec.probe, []).append(rec)
     return out
 
