@@ -425,3 +425,21 @@ def test_a_lone_surrogate_in_a_record_cannot_silence_the_judges_error():
     rec = p.parse_records(data)
     assert rec["t"][0].error == "ValueError: bad \ufffd text"
     assert rec["v"][0].value == {"k\ufffd": ["x\ufffd"]}
+
+
+def test_a_check_scores_only_if_its_last_line_ran_in_the_judge(tmp_path):
+    """nbval passes a cell whose error the kernel failed to send; the check's own last line must also have run."""
+    from xlalab.grading.lab import load_lab
+    from xlalab.grading.run import CellResult, RunOutcome
+    from xlalab.grading.score import score
+
+    (tmp_path / "repo").mkdir()
+    root = make_lab_root(tmp_path / "repo")
+    lab = load_lab(root / "solutions" / f"{SAMPLE}.ipynb")
+    student = RunOutcome([], False, 0, "", ran=True)
+    results = [CellResult(None, f"xlalab-check-{i}", c.check, "call", "passed") for i, c in enumerate(lab.checks)]
+    judge = RunOutcome(results, False, 0, "", records=b"p1-scale\np2-total\n", ran=True)
+    checks, _, _ = score(lab, student, judge, 60)
+    assert [c.check for c in checks if c.passed] == ["p1-scale", "p2-total"]
+    assert "did not reach its end" in next(c for c in checks if c.check == "p1-scale-random").message or \
+        next(c for c in checks if c.check == "p1-scale-random").hidden

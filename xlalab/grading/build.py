@@ -43,7 +43,8 @@ RECORD_INIT = ("# xlalab grader: probes record what the student's code returns (
                "xlalab.grading.probe.configure('record', %(path)r, %(seed)d)\n")
 REPLAY_INIT = ("# xlalab judge: probes return what the student's kernel recorded (no student code runs here)\n"
                "import xlalab.grading.probe\n"
-               "xlalab.grading.probe.configure('replay', %(path)r, %(seed)d, sources=%(sources)r)\n")
+               "xlalab.grading.probe.configure('replay', %(path)r, %(seed)d, sources=%(sources)r, "
+               "verdicts=%(verdicts)r)\n")
 
 
 def build_graded(lab: Lab, sub: Any, records_path: Path, seed: int) -> tuple[Any, list[str]]:

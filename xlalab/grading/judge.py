@@ -253,7 +253,8 @@ def check_problems(nb: Any) -> list[str]:
 def build_judge(lab: Any, init_source: str) -> Any:
     """The judge notebook of a lab: a first cell (``init_source``: the probe's replay mode), the released setup
     cell, the given cells the checks need and every check whole, in the source's order (ids and metadata as
-    the graded notebook's, so that per-check results are read the same way)."""
+    the graded notebook's, so that per-check results are read the same way). Each check ends with a line that
+    records that it ran to its end (:func:`xlalab.grading.probe.passed`)."""
     src = lab.source
     p = plan(src)
     released_setup = next((c for c in lab.released.cells if assign.xmeta(c).get("setup")), None)
@@ -268,7 +269,8 @@ def build_judge(lab: Any, init_source: str) -> Any:
         elif i in check_index:
             check = lab.checks[check_index[i]]
             cells.append(nbformat.v4.new_code_cell(
-                source=check.source, id=f"xlalab-check-{check_index[i]}",
+                source=f"{check.source.rstrip()}\nxlalab.grading.probe.passed({check.check!r})\n",
+                id=f"xlalab-check-{check_index[i]}",
                 metadata={"xlalab": {"check": check.check, "points": check.points, "hidden": check.hidden}}))
         else:
             cells.append(nbformat.v4.new_code_cell(source=cell.source, id=f"given-{i}"))

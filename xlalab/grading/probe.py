@@ -69,20 +69,24 @@ class _State:
     records: dict[str, list[ProbeRecord]] = field(default_factory=dict)   # replay
     used: dict[str, int] = field(default_factory=dict)
     sources: list[str] | None = None       # replay: the hand-in's code cells
+    verdicts: str | None = None            # replay: the file a check's last line appends its id to
     calls: int = 0
 
 
 _STATE = _State()
 
 
-def configure(mode: str, path: str | None = None, seed: int | None = None, sources: str | None = None) -> None:
+def configure(mode: str, path: str | None = None, seed: int | None = None, sources: str | None = None,
+              verdicts: str | None = None) -> None:
     """Set the mode (``live``, ``record`` or ``replay``); ``path``: the records file (written in record mode,
     read in replay mode); ``seed``: the grader's seed of :func:`check_rng`; ``sources``: replay mode, a JSON file
-    of the hand-in's code cell sources (a list of strings), what :func:`student_source` reads."""
+    of the hand-in's code cell sources (a list of strings), what :func:`student_source` reads; ``verdicts``: replay
+    mode, the file :func:`passed` appends to."""
     if mode not in ("live", "record", "replay"):
         raise ValueError(f"unknown probe mode {mode!r}")
     _STATE.mode, _STATE.path, _STATE.seed = mode, path, seed
     _STATE.records, _STATE.used, _STATE.calls, _STATE.sources = {}, {}, 0, None
+    _STATE.verdicts = verdicts if mode == "replay" else None
     if mode == "replay":
         with open(path, "rb") as f:   # type: ignore[arg-type]
             _STATE.records = parse_records(f.read(MAX_RECORDS_BYTES + 1))
@@ -90,6 +94,15 @@ def configure(mode: str, path: str | None = None, seed: int | None = None, sourc
             with open(sources, encoding="utf-8") as f:
                 data = json.load(f)
             _STATE.sources = [s for s in data if isinstance(s, str)] if isinstance(data, list) else []
+
+
+def passed(check: str) -> None:
+    """The last line of every check in the judge notebook: the check ran to its end without an error. The grader
+    scores a check only if nbval passed its cell *and* this line ran (so an error the kernel failed to report
+    does not read as a pass)."""
+    if _STATE.mode == "replay" and _STATE.verdicts:
+        with open(_STATE.verdicts, "a", encoding="utf-8") as f:
+            f.write(check + "\n")
 
 
 def mode() -> str:

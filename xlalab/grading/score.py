@@ -268,10 +268,12 @@ def score(lab: Lab, student: RunOutcome, judge: RunOutcome | None, timeout: floa
     judged = _by_check(judge.results) if judge is not None else {}
     setup_failed = _setup_failed(lab, student.results, "your notebook")
     judge_failed = _setup_failed(lab, judge.results, "the judge") if judge is not None else None
+    # The checks whose last line ran in the judge (xlalab.grading.probe.passed): nbval's pass alone is not enough.
+    ended = set(judge.records.decode("utf-8", errors="replace").split()) if judge is not None else set()
     checks = []
     for check in lab.checks:
         rec = judged.get(check.check)
-        passed = bool(rec is not None and rec.phase == "call" and rec.passed)
+        passed = bool(rec is not None and rec.phase == "call" and rec.passed and check.check in ended)
         why = _student_message(in_student.get(check.check), student, timeout)
         if passed:
             message = ""
@@ -286,6 +288,8 @@ def score(lab: Lab, student: RunOutcome, judge: RunOutcome | None, timeout: floa
                 message = f"not judged: the judge reached the time limit ({timeout:g} s)"
             else:
                 message = "not judged: the judge did not reach this check"
+        elif rec.passed:
+            message = "the judge's cell passed but the check did not reach its end (its error was not reported)"
         else:
             message = rec.message or rec.outcome
             if why and ("did not run in your notebook" in message or

@@ -89,12 +89,13 @@ def grade_one(lab: Lab, student: str, path: Path, *, cell_timeout: float = 600, 
             sources = [c.source for c in graded.cells if c.cell_type == "code"
                        and not assign.xmeta(c) and c.get("id") not in GRADER_CELLS]
             (jpriv / "sources.json").write_text(json.dumps(sources), encoding="utf-8")
+            verdicts = jwork / ".xlalab-verdicts"
             init = REPLAY_INIT % {"path": str(jpriv / "records.jsonl"), "seed": seed,
-                                  "sources": str(jpriv / "sources.json")}
+                                  "sources": str(jpriv / "sources.json"), "verdicts": str(verdicts)}
             t1, cpu1 = time.monotonic(), _children_cpu()
             judge = run_notebook(build_judge(lab, init), jwork, jpriv, jpriv / f"{lab.name}.judge.ipynb",
                                  cell_timeout=cell_timeout, timeout=timeout, memory_gb=memory_gb, env=env,
-                                 sandbox=box)
+                                 sandbox=box, records=verdicts)
             row.notebook_seconds += time.monotonic() - t1
             cpu += judge.cpu_seconds if judge.cpu_seconds is not None else _children_cpu() - cpu1
         row.cpu_seconds = cpu
