@@ -6,6 +6,12 @@ the grader's two cells, the sandbox, building the notebook, scoring, the gradebo
 
     PYTHONPATH=. python tests/bench_grading.py                       # the sample lab (NumPy only), 40 hand-ins
     PYTHONPATH=. XLALAB_PROFILE=tiny python tests/bench_grading.py --lab lab01_timing --copies 20
+    PYTHONPATH=. XLALAB_PROFILE=tiny python tests/bench_grading.py --lab lab01_timing --copies 2 \
+        --compare-with /path/to/older/checkout --rounds 3     # serial, interleaved: older, this, older, this ...
+
+``--compare-with`` grades the same hand-ins serially with an older checkout of the repository (its own
+``tests/bench_grading.py``, its ``xlalab`` first on ``PYTHONPATH``) and with this one, alternating, and reports the
+seconds per hand-in of each round, their medians and the ratio, with the machine's 1-minute load at each round.
 
 Writes a JSON summary with ``--json PATH``.
 """
@@ -82,7 +88,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--sandbox", default="auto", choices=sandbox.MODES)
     p.add_argument("--engines", default="serial,j2,scheduler", help="comma-separated: serial, j2, scheduler")
     p.add_argument("--json", default=None, help="write the results here")
+    p.add_argument("--compare-with", default=None, help="an older checkout: grade serially with it and with this "
+                                                        "one, alternating (see above)")
+    p.add_argument("--rounds", type=int, default=3, help="rounds of each checkout with --compare-with")
     args = p.parse_args(argv)
+    if args.compare_with:
+        return compare(args)
     os.environ.setdefault("XLALAB_GRADER_STATE", tempfile.mkdtemp(prefix="xlalab-bench-state-"))
     root = Path(tempfile.mkdtemp(prefix="xlalab-bench-"))
     try:
@@ -115,6 +126,36 @@ def main(argv: list[str] | None = None) -> int:
                                                    "cpus": os.cpu_count(), "results": results}, indent=1))
     finally:
         shutil.rmtree(root, ignore_errors=True)
+    return 0
+
+
+def compare(args: argparse.Namespace) -> int:
+    """Serial grading with an older checkout and with this one, alternating; seconds per hand-in of each."""
+    import subprocess
+
+    trees = {"older": Path(args.compare_with).resolve(), "this": REPO}
+    seconds: dict[str, list[float]] = {"older": [], "this": []}
+    rounds = []
+    for i in range(args.rounds):
+        for name, tree in trees.items():
+            out = Path(tempfile.mkdtemp(prefix="xlalab-bench-cmp-")) / "r.json"
+            env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tree), os.environ.get("PYTHONPATH", "")])}
+            cmd = [sys.executable, str(tree / "tests" / "bench_grading.py"), "--copies", str(args.copies),
+                   "--engines", "serial", "--sandbox", args.sandbox, "--json", str(out)]
+            if args.lab:
+                cmd += ["--lab", args.lab]
+            subprocess.run(cmd, cwd=tree, env=env, check=True)
+            res = json.loads(out.read_text())["results"][0]
+            seconds[name].append(res["row_s_mean"])
+            rounds.append({"round": i, "code": name, "row_s_mean": res["row_s_mean"], "cpu_s_mean": res["cpu_s_mean"],
+                           "load_avg_1min": res["load_avg_1min"], "totals": res["totals"]})
+            print(f"round {i} {name:<6} {res['row_s_mean']:6.2f} s per hand-in, CPU {res['cpu_s_mean']:5.2f} s, "
+                  f"load {res['load_avg_1min']}, points {res['totals']}", flush=True)
+    old, new = statistics.median(seconds["older"]), statistics.median(seconds["this"])
+    print(f"median seconds per hand-in: older {old:.2f}, this {new:.2f}: {new / old:.2f}x")
+    if args.json:
+        Path(args.json).write_text(json.dumps({"lab": args.lab or SAMPLE, "copies": args.copies, "rounds": rounds,
+                                               "median_older_s": old, "median_this_s": new}, indent=1))
     return 0
 
 

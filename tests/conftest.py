@@ -35,26 +35,32 @@ def sample_solution() -> nbformat.NotebookNode:
     cells = [
         md("title", "# Lab 90: a sample lab for the grader's tests"),
         code("setup", "# Setup: pip install @REPOSITORY_URL@ when xlalab is missing\n"
-                      "import numpy as np\nimport xlalab.grading\nxlalab.grading.track_checks()", setup=True),
+                      "import numpy as np\nimport xlalab.grading\n"
+                      "from xlalab.grading.probe import check_rng, probe, written\n"
+                      "xlalab.grading.track_checks()", setup=True),
         md("p1-intro", "## Part 1: scale (4 points)"),
         code("p1-answer", "def scale(x, k):\n    \"\"\"x * k as float64; x has shape (n,).\"\"\"\n"
                           "    # BEGIN SOLUTION\n    return np.asarray(x, dtype=float) * k\n    # END SOLUTION"),
         check("p1-check", "p1-scale", 2,
-              "got = np.asarray(scale([1, 2, 3], 2.0), dtype=float)\n"
-              "np.testing.assert_allclose(got, [2.0, 4.0, 6.0], err_msg='scale([1, 2, 3], 2.0) should be "
-              "[2, 4, 6]')"),
+              "got = probe('scale-123', lambda: scale([1, 2, 3], 2.0))\n# JUDGE\nwritten('scale')\n"
+              "np.testing.assert_allclose(np.asarray(got, dtype=float), [2.0, 4.0, 6.0], err_msg='scale([1, 2, 3], "
+              "2.0) should be [2, 4, 6]')"),
         check("p1-hidden", "p1-scale-random", 2,
-              "rng = np.random.default_rng()\nx = rng.normal(size=int(rng.integers(5, 50)))\nk = float(rng.normal())\n"
-              "np.testing.assert_allclose(np.asarray(scale(x, k), dtype=float), x * k, "
+              "rng = check_rng('p1-scale-random')\nx = rng.normal(size=int(rng.integers(5, 50)))\nk = float(rng.normal())\n"
+              "got = probe('scale-random', lambda: scale(x, k))\n# JUDGE\nwritten('scale')\n"
+              "np.testing.assert_allclose(np.asarray(got, dtype=float), x * k, "
               "err_msg='scale is wrong on random inputs')", hidden=True),
         md("p2-intro", "## Part 2: total (2 points)"),
         code("p2-answer", "def total(x):\n    return float(np.sum(x))", solution=True),
         check("p2-check", "p2-total", 1,
-              "assert isinstance(total([1.0, 2.0]), float), 'total must return a Python float'\n"
-              "assert abs(total([1.0, 2.0, 3.5]) - 6.5) < 1e-12, 'total([1, 2, 3.5]) should be 6.5'"),
+              "a = probe('total-12', lambda: total([1.0, 2.0]))\nb = probe('total-1235', lambda: total([1.0, 2.0, 3.5]))\n"
+              "# JUDGE\nwritten('total')\n"
+              "assert isinstance(a, float), 'total must return a Python float'\n"
+              "assert abs(b - 6.5) < 1e-12, 'total([1, 2, 3.5]) should be 6.5'"),
         check("p2-hidden", "p2-total-random", 1,
-              "x = np.random.default_rng().normal(size=37)\n"
-              "assert np.isclose(total(x), x.sum()), 'total is wrong on random inputs'", hidden=True),
+              "x = check_rng('p2-total-random').normal(size=37)\n"
+              "got = probe('total-random', lambda: total(x))\n# JUDGE\nwritten('total')\n"
+              "assert np.isclose(got, x.sum()), 'total is wrong on random inputs'", hidden=True),
         md("p2-why", "Because addition is associative (a sample written answer).", solution=True),
         code("report", "xlalab.grading.report()"),
     ]

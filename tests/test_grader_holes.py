@@ -42,8 +42,10 @@ def holes_solution() -> nbformat.NotebookNode:
     nb = sample_solution()
     i = next(i for i, c in enumerate(nb.cells) if c.get("id") == "p2-hidden")
     nb.cells.insert(i + 1, code("given", GIVEN_SIZES))
-    nb.cells.insert(i + 2, code("p3-check", "# CHECK p3-sizes (1 points)\nfor n in SIZES:\n"
-                                "    assert abs(total(np.ones(n)) - n) < TOL, f'total(np.ones({n})) should be {n}'\n"
+    nb.cells.insert(i + 2, code("p3-check", "# CHECK p3-sizes (1 points)\n"
+                                "got = [probe(f'total-ones-{n}', lambda n=n: total(np.ones(n))) for n in SIZES]\n"
+                                "# JUDGE\nwritten('total')\nfor n, g in zip(SIZES, got):\n"
+                                "    assert abs(g - n) < TOL, f'total(np.ones({n})) should be {n}'\n"
                                 "print('p3 checked')", check="p3-sizes", points=1))
     c = next(c for c in nb.cells if c.get("id") == "p2-check")
     c.source += "\nprint('p2 checked')"
@@ -247,11 +249,12 @@ def test_a_blank_lab_with_an_attack_scores_nothing(jailed, name):
 @slow
 @needs_bwrap
 def test_redefined_given_names_are_put_back(jailed):
-    """Item 3: SIZES = [] would make the loop of p3-sizes check nothing; the released value is used."""
+    """Item 3: SIZES = [] would make the loop of p3-sizes check nothing; the judge runs the released given cell,
+    so it asks for the probes of SIZES = [3, 5, 8], which the student's kernel never ran."""
     r = jailed[0]["given_redefined"]
     p3 = next(c for c in r.checks if c.check == "p3-sizes")
     assert not p3.passed, p3
-    assert any("SIZES" in n for n in r.restored), r.restored
+    assert "did not run" in p3.message, p3
 
 
 @slow

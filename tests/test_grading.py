@@ -165,7 +165,6 @@ def test_gradebook_has_every_submission(batch):
 def test_solution_scores_full_and_blank_scores_zero(batch):
     assert row(batch, "good").total == MAX
     assert row(batch, "good").status == "graded", row(batch, "good").status
-    assert row(batch, "good").restored == [], "the guard reports false positives"
     assert row(batch, "blank").total == 0
     assert "NotImplementedError" in feedback(batch, "blank")
 
@@ -210,7 +209,7 @@ def test_tampered_checks_are_restored_and_reported(batch, name, word):
 
 
 def test_cells_transformed_away_earn_nothing(batch):
-    """An AST transformer that empties every later cell: nbval passes the check cells, the guard never ran."""
+    """An AST transformer that empties every later cell: nbval passes the check cells, no probe ran."""
     r = row(batch, "ast_transformer")
     assert earned(r)["p1-scale"] == 0 and earned(r)["p1-scale-random"] == 0, r
     assert "did not run" in feedback(batch, "ast_transformer")
@@ -237,21 +236,13 @@ def test_eq_always_true_earns_nothing(batch):
     assert earned(r)["p1-scale"] == 0 and earned(r)["p1-scale-random"] == 0
 
 
-@pytest.mark.parametrize("name, restored", [
-    ("silenced_tracebacks", ["get_ipython().showtraceback"]),
-    ("custom_exc", ["get_ipython().custom_exceptions", "get_ipython().CustomTB"]),
-    ("patched_builtins", ["builtins.abs", "numpy.isclose"]),
-    ("monkeypatched_numpy", ["numpy.testing.assert_allclose"]),
-    ("patched_defaults", ["numpy.testing.assert_allclose (its code or defaults)", "the name 'np'"]),
-])
-def test_guard_undoes_monkeypatching_and_names_it(batch, name, restored):
+@pytest.mark.parametrize("name", ["silenced_tracebacks", "custom_exc", "patched_builtins", "monkeypatched_numpy",
+                                  "patched_defaults"])
+def test_monkeypatching_the_students_kernel_earns_nothing(batch, name):
+    """The checks are judged in a kernel the student's code never ran in: what it patched there is not there."""
     r = row(batch, name)
     part = "p2-total" if name == "patched_builtins" else "p1-scale"
     assert earned(r)[part] == 0 and earned(r)[part + "-random"] == 0, r
-    text = feedback(batch, name)
-    for label in restored:
-        assert any(note.startswith(label) for note in r.restored), (label, r.restored)
-        assert label in text
 
 
 @pytest.mark.parametrize("name, reason", [
@@ -350,7 +341,7 @@ def test_checks_stay_after_the_students_own_cells(lab_root):
     lab = grade.load_lab(lab_root / "solutions" / f"{SAMPLE}.ipynb")
 
     def order(nb):
-        graded, _ = grade.build_graded(lab, nb, "n", Path("/nonexistent/log"), Path("/nonexistent/nb"))
+        graded, _ = grade.build_graded(lab, nb, Path("/nonexistent/records"), 1)
         return [c.id for c in graded.cells]
 
     ids = order(insert_after(answered(lab_root), "p1-answer", "x = 1"))
@@ -362,7 +353,7 @@ def test_checks_stay_after_the_students_own_cells(lab_root):
         < ids.index("p2-answer")
     ids = order(insert_after(answered(lab_root), "p1-check", "x = 1"))
     assert ids.index("xlalab-check-1") < ids.index("student-extra") < ids.index("p2-answer")
-    assert ids[:3] == ["xlalab-grader-init", "setup", "xlalab-grader-bind"]
+    assert ids[:2] == ["xlalab-grader-init", "setup"]
 
 
 def test_a_kernel_that_cannot_start_its_setup_scores_nothing(lab_root, tmp_path):

@@ -102,7 +102,6 @@ def test_solution_scores_full_points(path, tmp_path):
     row = _grade(path, path, tmp_path, env={})
     # Full automatic points; the written answers' points are the instructor's (merged from manual.csv).
     assert row.auto == row.max_auto, _feedback(row)
-    assert not row.restored, "the guard restored something in the solution:\n" + _feedback(row)
 
 
 @pytest.mark.slow
@@ -174,7 +173,12 @@ def _lab_namespace(path: Path, *cell_ids: str, **names) -> dict:
     import xlalab.hlo
     import xlalab.hw
 
-    ns = {"np": np, "tf": tf, "re": re, "xlalab": xlalab, **names}
+    from xlalab.grading.probe import check_rng, probe
+
+    # The checks run whole here, as while a student works (probe calls the function); `written` reads the
+    # kernel's history there, which this process has not: the answers are passed in `names`.
+    ns = {"np": np, "tf": tf, "re": re, "xlalab": xlalab, "probe": probe, "check_rng": check_rng,
+          "written": lambda *names: {}, **names}
     by_id = {c.get("id"): c for c in assign.read(path).cells}
     for cid in cell_ids:
         exec(compile(by_id[cid].source, f"{path.name}:{cid}", "exec"), ns)

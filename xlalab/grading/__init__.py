@@ -8,11 +8,13 @@ Instructor side, in pipeline order (``python -m xlalab.grade`` is :mod:`.cli`):
 - :mod:`.assign`      solutions/ -> labs/ (answers stripped, hidden checks removed); ``python -m xlalab.assign``
 - :mod:`.lab`         the instructor source of one lab and its released version, its checks and points
 - :mod:`.submissions` read and name hand-ins (an unreadable one becomes a row with the reason)
-- :mod:`.build`       the notebook that is run: released visible checks, hidden checks put back, the guard
-- :mod:`.guard`       the kernel-side guard injected as the first cell
+- :mod:`.probe`       kernel side: ``probe(name, fn)`` records plain data (student) or replays it (judge)
+- :mod:`.build`       the student's notebook that is run: released checks' probing parts, hidden ones put back
+- :mod:`.judge`       the judge notebook (no student code: setup, given cells, whole checks) and the static rule
+- :mod:`.launcher`    the first process of a run: limits, pytest, the records sent back
 - :mod:`.sandbox`     the bubblewrap jail around one run (``--sandbox auto|bwrap|none``)
 - :mod:`.run`         one notebook under nbval (:mod:`.nbval_plugin`), limits, a dead kernel noticed at once
-- :mod:`.score`       per-check results and the status of one run
+- :mod:`.score`       per-check results (the judge's verdicts) and the status
 - :mod:`.task`        one submission end to end (what an engine runs), returning its row
 - :mod:`.feedback`    the Markdown feedback of one student and the summary table
 - :mod:`.gradebook`   rows kept in a grader-private spool, ``gradebook.csv`` built from it, tampering detected

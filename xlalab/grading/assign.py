@@ -10,6 +10,10 @@ empty answer box (a graded one, ``"xlalab": {"answer", "points", "rubric"}``, ke
 deterministic (sorted metadata keys, nbformat 4.5, stable cell ids, trailing newline), so ``--check`` compares
 bytes and exits 1 when ``labs/`` is out of date.
 
+A check is refused (:func:`xlalab.grading.judge.check_problems`) unless it has a ``# JUDGE`` line and, outside
+the callables it passes to ``probe``, reads only names the judge kernel defines: the setup cell's, the given
+cells', its own, an earlier check's, builtins; never a name an answer cell binds.
+
 The format is documented in ``solutions/README.md``.
 """
 
@@ -297,8 +301,13 @@ def read(path: str | Path) -> Any:
 
 def build(solution: str | Path, root: str | Path = ".") -> tuple[Path, str]:
     """``(labs path, text)`` of the student version of one solution notebook under ``root``."""
+    from xlalab.grading.judge import check_problems
+
     solution = Path(solution)
     nb = read(solution)
+    problems = check_problems(nb)
+    if problems:
+        raise FormatError("a check would judge with state the student controls (probe it): " + "; ".join(problems))
     text = dumps(student_notebook(nb, repository_url(root), lab_name(solution)))
     return Path(root, "labs", solution.name), text
 

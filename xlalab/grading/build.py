@@ -1,14 +1,14 @@
-"""Building the notebook that is run for one submission.
+"""Building the notebook that is run in the student's kernel for one submission.
 
 The student's cells keep their text (not their metadata or outputs); every visible check is the released one,
 at the student's position (a tampered or deleted check is reported and the released one is run); hidden checks
-are put back from the instructor source; the guard (:mod:`xlalab.grading.guard`) is the first cell, and every
-graded check cell is a call of it.
+are put back from the instructor source. Every check cell holds only its probing part (the lines before
+``# JUDGE``): its assertions and expected values never reach the student's kernel. The first cell sets the
+probes to record (:mod:`xlalab.grading.probe`); the verdicts come from the judge (:mod:`xlalab.grading.judge`).
 """
 
 from __future__ import annotations
 
-import ast
 import re
 from pathlib import Path
 from typing import Any
@@ -16,7 +16,7 @@ from typing import Any
 import nbformat
 
 from xlalab.grading import assign
-from xlalab.grading.guard import INIT as GUARD_INIT
+from xlalab.grading.judge import probing_part
 from xlalab.grading.lab import Lab
 from xlalab.grading.notebook import parse_header
 
@@ -38,77 +38,33 @@ def _is_check_like(cell: Any, lab: Lab) -> str | None:
     return None
 
 
-def given_names(lab: Lab) -> dict[str, str]:
-    """``{name: statement}`` for the names the released lab's given code cells define (not the setup, a check
-    or an answer cell) by a literal assignment (``SIZES = [3, 5, 8]``; not an empty dict or list, where the
-    student's cells record results) or a plain ``def``: the guard puts the released ones back for a check that
-    reads them. A name a student's answer cell also defines is left out."""
-    given: dict[str, str] = {}
-    answered: set[str] = set()
-    for cell in lab.source.cells:
-        if cell.cell_type != "code":
-            continue
-        meta = assign.xmeta(cell)
-        try:
-            tree = ast.parse(cell.source)
-        except SyntaxError:
-            continue
-        is_answer = bool(meta.get("solution") or assign.has_inline(cell.source))
-        if "check" in meta or meta.get("setup"):
-            continue
-        for node in tree.body:
-            names: list[str] = []
-            ok = False
-            if isinstance(node, ast.Assign) and all(isinstance(t, ast.Name) for t in node.targets):
-                names = [t.id for t in node.targets]
-                try:
-                    ast.literal_eval(node.value)
-                    # An empty dict or list is where the student's cells record results (``timings = {}``).
-                    ok = not (isinstance(node.value, (ast.Dict, ast.List)) and not (
-                        node.value.keys if isinstance(node.value, ast.Dict) else node.value.elts))
-                except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
-                    ok = False
-            elif isinstance(node, (ast.FunctionDef, ast.ClassDef)):
-                names, ok = [node.name], not node.decorator_list and isinstance(node, ast.FunctionDef)
-            elif isinstance(node, (ast.Import, ast.ImportFrom)):
-                names = [(a.asname or a.name).split(".")[0] for a in node.names]
-            if is_answer:
-                answered.update(names)
-                continue
-            for name in names:
-                if ok:
-                    given[name] = ast.get_source_segment(cell.source, node) or ""
-                else:
-                    given.pop(name, None)
-                    answered.add(name)
-    return {k: v for k, v in given.items() if v and k not in answered}
+RECORD_INIT = ("# xlalab grader: probes record what the student's code returns (injected; not part of the lab)\n"
+               "import xlalab.grading.probe\n"
+               "xlalab.grading.probe.configure('record', %(path)r, %(seed)d)\n")
+REPLAY_INIT = ("# xlalab judge: probes return what the student's kernel recorded (no student code runs here)\n"
+               "import xlalab.grading.probe\n"
+               "xlalab.grading.probe.configure('replay', %(path)r, %(seed)d, sources=%(sources)r, "
+               "verdicts=%(verdicts)r)\n")
 
 
-def check_cells(lab: Lab) -> dict[str, tuple[str, str]]:
-    """``{check id: (header line, body)}``: what the plugin writes into each graded check cell as it runs."""
-    return {c.check: (f"# CHECK {c.check} ({c.points:g} points)", c.source) for c in lab.checks}
-
-
-def build_graded(lab: Lab, sub: Any, nonce: str, log_path: Path, nb_path: Path | None = None
-                 ) -> tuple[Any, list[str]]:
+def build_graded(lab: Lab, sub: Any, records_path: Path, seed: int) -> tuple[Any, list[str]]:
     """The notebook to run for one submission, and the tampering found.
 
     A visible check stays where the student has it (its text replaced by the graded version); a hidden or
     deleted check is inserted after the nearest preceding source cell the submission still has (matched by
     cell id, or by identical text for cells that are not answers) and after the student's own cells that
-    follow it. A check cell holds only its header and a call of the guard by check id; its code is written
-    into it by the nbval plugin as it runs (:func:`check_cells`), never into the notebook.
+    follow it. A check cell holds its probing part only; ``records_path`` is where the probes write (in the
+    work folder), ``seed`` the grader's seed of the checks' random inputs.
     """
     tampering: list[str] = []
     source_cells = lab.source.cells
     released_by_id = {c.get("id"): c for c in lab.released.cells}
     setup_ids = {c.get("id") for c in source_cells if assign.xmeta(c).get("setup")}
     check_by_id = {c.check: c for c in lab.checks}
-    guard_name, bind_name = f"_xlalab_guard_{nonce}", f"_xlalab_bind_{nonce}"
 
     def graded_check(check: assign.Check) -> Any:
         return nbformat.v4.new_code_cell(
-            source=f"# CHECK {check.check} ({check.points:g} points)\n{guard_name}({check.check!r})",
+            source=probing_part(check.source),
             id=f"xlalab-check-{lab.checks.index(check)}",
             metadata={"xlalab": {"check": check.check, "points": check.points, "hidden": check.hidden}})
 
@@ -200,14 +156,12 @@ def build_graded(lab: Lab, sub: Any, nonce: str, log_path: Path, nb_path: Path |
             if j is not None:
                 pos, after_answer = j + 1, True
 
-    visible = [c.check for c in lab.checks if not c.hidden]
-    args = ", ".join(repr(a) for a in (str(log_path), visible, given_names(lab), guard_name, bind_name))
-    init = nbformat.v4.new_code_cell(source=GUARD_INIT % {"args": args}, id="xlalab-grader-init")
+    init = nbformat.v4.new_code_cell(source=RECORD_INIT % {"path": str(records_path), "seed": seed},
+                                     id="xlalab-grader-init")
     cells = [init]
     if setup_source is not None:
         cells.append(nbformat.v4.new_code_cell(source=setup_source.source, id=setup_source.get("id") or "setup",
                                                metadata={"xlalab": {"setup": True}}))
-    cells.append(nbformat.v4.new_code_cell(source=f"{bind_name}()", id="xlalab-grader-bind"))
     nb = nbformat.v4.new_notebook(cells=cells + body,
                                   metadata={"kernelspec": dict(assign.KERNELSPEC), "xlalab": {"lab": lab.name}})
     return nb, tampering

@@ -23,6 +23,8 @@ KINDS: dict[str, str] = {
     "unsandboxed": "graded without the jail",
     "memory per process": "memory limited per process only (no memory cgroup for the whole jail)",
     "copy of the source": "the hand-in is byte for byte the instructor's source notebook",
+    "records refused": "the probe records that left the student's jail were refused (malformed, too large)",
+    "judge failed": "the judge kernel could not set up or did not finish on this student's records",
 }
 
 

@@ -1,16 +1,19 @@
-"""The launcher: the first program of a graded run, in the jail (run by path with ``python -I``, importing the
-standard library only; :func:`xlalab.grading.run.run_notebook` builds its command line).
+"""The first process of one graded run (in the jail when there is one): limits, pytest under nbval, the report.
 
-It makes itself non-dumpable (the kernel, the same user, cannot reach its descriptors or memory), sets the limits
-(address space, processes, no core files), copies the notebook into the work folder, runs pytest with nbval and the
-grader's plugin, ends it (and, in the jail, every other process) at the wall-clock limit, then sends one JSON line
-down the results pipe: whether it timed out, the processes the notebook left behind (jail only), the CPU time of
-pytest and the kernel, and the guard's log (a file in the work folder, at most :data:`GUARD_LOG_LIMIT` bytes).
+Run as a script by :func:`xlalab.grading.run.run_notebook` (it imports nothing of xlalab, so that the student's
+notebook can change nothing it runs)::
 
-argv: address-space limit (bytes, 0: none), process limit (0: none), out fd, in fd, guard log, "jail" or "",
-the notebook, its copy in the work folder, the wall-clock limit in seconds, then pytest's arguments.
+    python launcher.py LIMIT TASKS OUT_FD RECORDS JAIL NOTEBOOK COPY WALL [pytest arguments...]
+
+It makes itself non-dumpable (the kernel, the same user, cannot open its descriptors in ``/proc`` nor read its
+memory), sets the address-space, process and core limits, copies the notebook into the work folder, runs pytest
+and at the wall-clock limit ends it (in the jail, every other process too). Then it writes one JSON line to
+``OUT_FD`` (a pipe the grader reads): ``{"event": "launcher", "timed_out", "left" (processes the notebook left
+behind), "cpu" (seconds of pytest and the kernel), "records" (the probe records file, base64, at most
+RECORDS_LIMIT bytes; "records_truncated" if it was larger)}``.
 """
 
+import base64
 import ctypes
 import json
 import os
@@ -20,20 +23,67 @@ import stat
 import subprocess
 import sys
 
-GUARD_LOG_LIMIT = 8 * 2**20     # bytes of the guard's log sent back
-PR_SET_DUMPABLE = 4
+RECORDS_LIMIT = 32 * 2**20 + 1
 
 
-def _others(jail: bool) -> list[int]:
-    """The pids of the jail's other processes (its own PID namespace: all of them are the notebook's)."""
-    if not jail:
-        return []
+def _no_dump() -> None:
+    try:
+        ctypes.CDLL(None).prctl(4, 0, 0, 0, 0)  # PR_SET_DUMPABLE 0
+    except Exception:  # noqa: BLE001  (not Linux)
+        pass
+
+
+def _others() -> list[int]:
     return [int(d) for d in os.listdir("/proc") if d.isdigit() and int(d) not in (1, os.getpid())]
 
 
-def _left_behind(jail: bool) -> list[str]:
+def _read_records(path: str) -> tuple[bytes, bool]:
+    """At most RECORDS_LIMIT bytes of a regular file (no link, no FIFO), and whether there was more."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except OSError:
+        return b"", False
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return b"", False
+        chunks, left = [], RECORDS_LIMIT
+        while left > 0:
+            chunk = os.read(fd, min(left, 2**20))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            left -= len(chunk)
+        return b"".join(chunks), left <= 0
+    finally:
+        os.close(fd)
+
+
+def main(argv: list[str]) -> int:
+    _no_dump()
+    limit, tasks, out_fd, records, jail = int(argv[1]), int(argv[2]), int(argv[3]), argv[4], argv[5]
+    notebook, copy, wall, pytest_args = argv[6], argv[7], float(argv[8]), argv[9:]
+    if limit > 0:
+        resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+    if tasks > 0:
+        resource.setrlimit(resource.RLIMIT_NPROC, (tasks, tasks))
+    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+    shutil.copyfile(notebook, copy)   # the kernel starts in the notebook's folder: the work folder
+    proc = subprocess.Popen([sys.executable, "-m", "pytest", copy, *pytest_args, f"--xlalab-out-fd={out_fd}"],
+                            pass_fds=(out_fd,))
+    timed_out = False
+    try:
+        rc = proc.wait(timeout=wall)
+    except subprocess.TimeoutExpired:
+        timed_out = True
+        proc.kill()
+        for pid in _others() if jail else ():
+            try:
+                os.kill(pid, 9)
+            except OSError:
+                pass
+        rc = proc.wait()
     left = []
-    for pid in _others(jail):
+    for pid in _others() if jail else ():
         try:
             with open(f"/proc/{pid}/cmdline", "rb") as f:
                 cmd = f.read().replace(b"\0", b" ").decode(errors="replace")
@@ -41,59 +91,15 @@ def _left_behind(jail: bool) -> list[str]:
             continue
         if cmd.strip() and "ipykernel_launcher" not in cmd:
             left.append(cmd.strip()[:200])
-    return left
-
-
-def _guard_log(path: str) -> bytes:
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
-    except OSError:
-        return b""
-    try:
-        return os.read(fd, GUARD_LOG_LIMIT) if stat.S_ISREG(os.fstat(fd).st_mode) else b""
-    except OSError:
-        return b""
-    finally:
-        os.close(fd)
-
-
-def main(argv: list[str]) -> int:
-    try:
-        ctypes.CDLL(None).prctl(PR_SET_DUMPABLE, 0, 0, 0, 0)
-    except Exception:  # noqa: BLE001  (not Linux)
-        pass
-    limit, tasks, out_fd, in_fd = int(argv[0]), int(argv[1]), int(argv[2]), int(argv[3])
-    log, jail, notebook, copy, wall = argv[4], argv[5] == "jail", argv[6], argv[7], float(argv[8])
-    if limit > 0:
-        resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
-    if tasks > 0:
-        resource.setrlimit(resource.RLIMIT_NPROC, (tasks, tasks))
-    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
-    shutil.copyfile(notebook, copy)   # the kernel starts in the notebook's folder: the work folder
-    proc = subprocess.Popen([sys.executable, "-m", "pytest", copy, *argv[9:], f"--xlalab-out-fd={out_fd}",
-                             f"--xlalab-in-fd={in_fd}"], pass_fds=(out_fd, in_fd))
-    os.close(in_fd)
-    timed_out = False
-    try:
-        rc = proc.wait(timeout=wall)
-    except subprocess.TimeoutExpired:
-        timed_out = True
-        proc.kill()
-        for pid in _others(jail):
-            try:
-                os.kill(pid, 9)
-            except OSError:
-                pass
-        rc = proc.wait()
-    left = _left_behind(jail)
+    data, truncated = _read_records(records) if records else (b"", False)
     usage = resource.getrusage(resource.RUSAGE_CHILDREN)
     rec = {"event": "launcher", "timed_out": timed_out, "left": left[:20], "cpu": usage.ru_utime + usage.ru_stime,
-           "guard": _guard_log(log).decode("utf-8", errors="replace").splitlines()[:10000]}
-    data = (json.dumps(rec) + "\n").encode()
-    while data:
-        data = data[os.write(out_fd, data):]
+           "records": base64.b64encode(data[:RECORDS_LIMIT - 1]).decode("ascii"), "records_truncated": truncated}
+    out = (json.dumps(rec) + "\n").encode()
+    while out:
+        out = out[os.write(out_fd, out):]
     return rc
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+    sys.exit(main(sys.argv))

@@ -1,10 +1,9 @@
 """A pytest plugin used by the grader (:mod:`xlalab.grading.run`): per-check results from nbval, and a kernel that dies is noticed.
 
-Loaded with ``-p xlalab.grading.nbval_plugin --xlalab-out-fd N --xlalab-in-fd M`` next to ``--nbval-lax``
-(:mod:`xlalab.grading.run`). At configure time, before nbval starts the kernel, it makes this process
-non-dumpable (the kernel, the same user, cannot open its descriptors or read its memory), reads the graded
-check cells' code from descriptor M (:func:`xlalab.grading.run.check_payload`) and closes it; each check cell
-gets its code only as nbval runs it. It writes JSON lines to descriptor N (a pipe the grader reads) as it goes
+Loaded with ``-p xlalab.grading.nbval_plugin --xlalab-out-fd N`` next to ``--nbval-lax``
+(:mod:`xlalab.grading.run`), in the student's run and in the judge's. At configure time, before nbval starts the
+kernel, it makes this process non-dumpable (the kernel, the same user, cannot open its descriptors or read its
+memory). It writes JSON lines to descriptor N (a pipe the grader reads) as it goes
 (so a run killed half-way keeps what it had); ``--xlalab-results PATH`` appends them to a file instead (for
 tests):
 
@@ -69,8 +68,6 @@ def pytest_addoption(parser):
     group = parser.getgroup("xlalab")
     group.addoption("--xlalab-results", default=None, help="append per-cell results (JSON lines) to this file")
     group.addoption("--xlalab-out-fd", type=int, default=None, help="write per-cell results to this descriptor")
-    group.addoption("--xlalab-in-fd", type=int, default=None,
-                    help="read the graded check cells' code (JSON) from this descriptor, then close it")
 
 
 def _no_dump() -> None:
@@ -82,24 +79,10 @@ def _no_dump() -> None:
         pass
 
 
-_CELLS: dict[str, str] = {}
-
-
 def pytest_configure(config):
     _patch_nbval()
-    if config.getoption("xlalab_out_fd") is not None or config.getoption("xlalab_in_fd") is not None:
+    if config.getoption("xlalab_out_fd") is not None:
         _no_dump()
-    fd = config.getoption("xlalab_in_fd")
-    if fd is not None:
-        chunks = []
-        while True:
-            data = os.read(fd, 2**20)
-            if not data:
-                break
-            chunks.append(data)
-        os.close(fd)
-        payload = json.loads(b"".join(chunks) or b"{}")
-        _CELLS.update(payload.get("cells", {}))
 
 
 def _write(config, record: dict) -> None:
@@ -133,8 +116,6 @@ def _check_of(item) -> str | None:
 def pytest_collection_modifyitems(session, config, items):
     for item in items:
         check = _check_of(item)
-        if check is not None and check in _CELLS and getattr(item, "cell", None) is not None:
-            item.cell.source = _CELLS[check]   # the check's code reaches the kernel only as this cell runs
         item.user_properties.append(("xlalab_check", check))
         _write(config, {"event": "collected", "cell": getattr(item, "cell_num", None),
                         "id": getattr(getattr(item, "cell", None), "get", lambda k: None)("id"),

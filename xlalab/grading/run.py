@@ -2,24 +2,21 @@
 address-space limit and a process limit; a kernel that dies is noticed within a second
 (:mod:`xlalab.grading.nbval_plugin`).
 
-Layout of one run (a fresh temporary folder per submission): ``priv/`` holds the notebook to run and pytest's
-ini file, read-only in the jail; ``work/`` is the kernel's current folder, in the jail an empty, size-capped
-tmpfs (nothing of it comes back). Nothing the grader reads back is a file the jail can write:
-
-- the grader sends the check cells' code and per-check keys (:func:`check_payload`) to pytest through a file
-  descriptor (an unlinked file), which the plugin reads and closes before the kernel starts;
-- pytest (the plugin: nbval's own per-cell outcome) and the launcher (the guard's log, the processes left
-  behind, the CPU time) send their results back through a pipe the grader reads.
+Layout of one run (a fresh temporary folder per run): ``priv/`` holds the notebook to run and pytest's ini file
+(and for the judge the probe records and the hand-in's sources), read-only in the jail; ``work/`` is the kernel's
+current folder, in the jail an empty, size-capped tmpfs. Nothing the grader reads back is a file it trusts:
+pytest (the plugin: nbval's own per-cell outcome) and the launcher (:mod:`xlalab.grading.launcher`: the probe
+records file, the processes left behind, the CPU time) send their results through a pipe, and the grader reads
+them as data (JSON; the records are parsed by :func:`xlalab.grading.probe.parse_records`).
 
 pytest and the launcher make themselves non-dumpable (``prctl(PR_SET_DUMPABLE, 0)``) before the kernel
 starts, so the kernel, the same user in the same jail, can neither open their descriptors in ``/proc`` nor
-read or trace their memory; the kernel is started with its descriptors closed.
+read or trace their memory.
 """
 
 from __future__ import annotations
 
-import hashlib
-import hmac
+import base64
 import json
 import os
 import re
@@ -37,16 +34,8 @@ import nbformat
 from xlalab.grading import sandbox as sandbox_mod
 
 PLUGIN = "xlalab.grading.nbval_plugin"
-RESULTS_LIMIT = 64 * 2**20      # bytes of results the grader reads from the pipe
-
-# The launcher (pytest under the limits; what it sends back): a real file the jail runs, see its docstring.
 LAUNCHER = Path(__file__).with_name("launcher.py")
-
-
-def guard_mac(key: str, check: str, event: str, passed: object) -> str:
-    """The MAC a guard line of ``check`` carries (the key reaches the kernel only inside that check's cell)."""
-    msg = f"{check}\0{event}\0{passed!r}".encode("utf-8", errors="backslashreplace")
-    return hmac.new(key.encode(), msg, hashlib.sha256).hexdigest()
+RESULTS_LIMIT = 96 * 2**20      # bytes of results the grader reads from the pipe (the records are base64)
 
 
 def _child_env(extra: dict[str, str | None] | None = None) -> dict[str, str]:
@@ -114,14 +103,53 @@ def _parse_lines(lines: list[str]) -> list[dict]:
 
 
 @dataclass
+class CellResult:
+    """One nbval phase of one cell, as the plugin reported it (:mod:`xlalab.grading.nbval_plugin`)."""
+
+    cell: int | None
+    id: str | None
+    check: str | None
+    phase: str              # setup | call | teardown
+    outcome: str            # passed | failed | skipped
+    message: str = ""
+    duration: float = 0.0
+    xfail: bool = False
+
+    @classmethod
+    def from_record(cls, rec: dict) -> "CellResult | None":
+        """A result from one JSON line of the plugin, or None if it is not one."""
+        if rec.get("event") != "result":
+            return None
+
+        def text(key: str) -> str | None:
+            value = rec.get(key)
+            return value if isinstance(value, str) else None
+
+        cell = rec.get("cell")
+        duration = rec.get("duration")
+        return cls(cell if isinstance(cell, int) else None, text("id"), text("check"), text("phase") or "call",
+                   text("outcome") or "failed", text("message") or "",
+                   float(duration) if isinstance(duration, (int, float)) else 0.0, rec.get("xfail") is True)
+
+    @property
+    def passed(self) -> bool:
+        return self.outcome == "passed"
+
+
+@dataclass
 class RunOutcome:
-    plugin: list[dict]
-    guard: list[dict]
+    """One run of a notebook under nbval: per-cell results, the probe records it left, how it ended."""
+
+    results: list[CellResult]
     timed_out: bool
     returncode: int | None
     log_tail: str
     leftover: list[str] = field(default_factory=list)   # processes the notebook left (jail only)
     cpu_seconds: float | None = None                      # CPU time of pytest and the kernel (jail only)
+    records: bytes = b""                                  # the probe records file (record mode), unparsed
+    records_truncated: bool = False
+    kernel_pids: list[int] = field(default_factory=list)
+    ran: bool = False                                     # whether nbval reported any cell
     memory_jail: bool = False         # --memory-gb held for the whole jail (a memory cgroup), not per process only
     memory_note: str = ""             # why not, where it did not
     memory_peak: int | None = None    # the jail's peak memory in bytes (cgroup), where the kernel says
@@ -157,45 +185,22 @@ def read_private(path: Path, limit: int = 64 * 2**20) -> bytes:
         os.close(fd)
 
 
-def check_payload(checks: dict[str, str], guard_name: str, keys: dict[str, str]) -> dict:
-    """What the plugin puts into each graded check cell as nbval runs it: ``{"cells": {check: source}}``.
-
-    ``checks`` maps a check id to its header line and body; the source calls the guard with the id, the body
-    and the check's key, so that no check's code or key is in the kernel before its cell runs.
-    """
-    cells = {}
-    for check, (header, body) in checks.items():
-        cells[check] = f"{header}\n{guard_name}({check!r}, {body!r}, {keys[check]!r})"
-    return {"cells": cells}
-
-
-def _payload_fd(payload: dict) -> int:
-    """A read-only descriptor of an unlinked file holding ``payload`` (JSON), positioned at its start."""
-    with tempfile.TemporaryFile() as f:
-        f.write(json.dumps(payload).encode())
-        f.flush()
-        fd = os.open(f"/proc/self/fd/{f.fileno()}", os.O_RDONLY)
-    return fd
-
-
 def run_notebook(nb: Any, work: Path, priv: Path, nb_path: Path, *, cell_timeout: float, timeout: float,
                  memory_gb: float, env: dict[str, str | None] | None = None,
-                 sandbox: sandbox_mod.Sandbox | None = None, payload: dict | None = None,
-                 guard_log: Path | None = None, max_tasks: int = sandbox_mod.MAX_TASKS) -> RunOutcome:
-    """Run a graded notebook under nbval in its own session (in the jail when ``sandbox`` is on); kill it,
-    its kernel and everything it started at ``timeout``. ``nb_path`` lies in ``priv`` (read-only in the jail);
-    ``payload`` is :func:`check_payload`'s; ``guard_log`` the file the guard writes (in ``work``)."""
+                 sandbox: sandbox_mod.Sandbox | None = None, records: Path | None = None,
+                 max_tasks: int = sandbox_mod.MAX_TASKS) -> RunOutcome:
+    """Run a notebook under nbval in its own session (in the jail when ``sandbox`` is on); kill it, its kernel
+    and everything it started at ``timeout``. ``nb_path`` lies in ``priv`` (read-only in the jail); ``records``
+    is the probe records file the notebook writes (in ``work``), sent back by the launcher."""
     box = sandbox or sandbox_mod.Sandbox("none")
     nb_path.write_text(nbformat.writes(nb), encoding="utf-8")
     ini = priv / "pytest.ini"
     ini.write_text("[pytest]\n", encoding="utf-8")
-    log = priv.parent / "pytest.log"
-    guard_log = guard_log or (work / ".xlalab-guard.jsonl")
+    log = priv.parent / f"{nb_path.stem}.pytest.log"
     limit = int(memory_gb * 2**30) if memory_gb and memory_gb > 0 else 0
     out_r, out_w = os.pipe()
-    in_fd = _payload_fd(payload or {"cells": {}})
-    cmd = [sys.executable, "-I", str(LAUNCHER), str(limit), str(max_tasks if box.on else 0), str(out_w), str(in_fd),
-           str(guard_log), "jail" if box.on else "", str(nb_path), str(work / nb_path.name), f"{timeout:g}",
+    cmd = [sys.executable, "-I", str(LAUNCHER), str(limit), str(max_tasks if box.on else 0), str(out_w),
+           str(records or ""), "jail" if box.on else "", str(nb_path), str(work / nb_path.name), f"{timeout:g}",
            "-c", str(ini), "--rootdir", str(work), "-p", PLUGIN, "-p", "no:cacheprovider", "-p", "no:xdist",
            "-p", "no:randomly", "--nbval-lax", "--nbval-current-env", f"--nbval-cell-timeout={cell_timeout:g}",
            "-q", "--tb=line", "-o", "addopts=", "-W", "ignore"]
@@ -224,11 +229,9 @@ def run_notebook(nb: Any, work: Path, priv: Path, nb_path: Path, *, cell_timeout
     try:
         with open(log, "wb") as out:
             proc = subprocess.Popen(cmd, cwd=work, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                    env=child_env, start_new_session=True, pass_fds=(out_w, in_fd))
+                                    env=child_env, start_new_session=True, pass_fds=(out_w,))
             os.close(out_w)
             out_w = -1
-            os.close(in_fd)
-            in_fd = -1
             reader.start()
             try:
                 proc.wait(timeout=timeout + 30)   # the launcher ends the run at ``timeout``; this is a backstop
@@ -237,28 +240,35 @@ def run_notebook(nb: Any, work: Path, priv: Path, nb_path: Path, *, cell_timeout
                 _kill_group(proc.pid)
                 proc.wait()
     finally:
-        for fd in (out_w, in_fd):
-            if fd >= 0:
-                os.close(fd)
+        if out_w >= 0:
+            os.close(out_w)
         peak, kills = cgroup.report() if cgroup is not None else (None, 0)
         if cgroup is not None:
             cgroup.remove()
     reader.join(timeout=5)   # without the jail a process the notebook left may hold the pipe: do not wait on it
     os.close(out_r) if not reader.is_alive() else None
-    records = _parse_lines(b"".join(chunks).decode("utf-8", errors="replace").splitlines())
-    plugin = [r for r in records if r.get("event") != "launcher"]
-    after = next((r for r in records if r.get("event") == "launcher"), {})
+    lines = b"".join(chunks).decode("utf-8", errors="replace").splitlines()
+    records_ = _parse_lines(lines)
+    after = next((r for r in records_ if r.get("event") == "launcher"), {})
+    results = [c for c in (CellResult.from_record(r) for r in records_) if c is not None]
+    pids = [r["pid"] for r in records_ if r.get("event") == "kernel" and isinstance(r.get("pid"), int)]
     timed_out = timed_out or after.get("timed_out") is True
     if not box.on:
         # The kernel runs in a session of its own: end it (and what it started) too. (In the jail its PID
         # namespace ended with the run, and the pids it reports mean nothing outside.)
-        for rec in plugin:
-            if rec.get("event") == "kernel" and isinstance(rec.get("pid"), int) and _is_kernel(rec["pid"]):
-                _kill_group(rec["pid"])
+        for pid in pids:
+            if _is_kernel(pid):
+                _kill_group(pid)
     tail = read_private(log, 4000).decode("utf-8", errors="replace")
     left = [x for x in after.get("left", []) if isinstance(x, str)] if isinstance(after.get("left"), list) else []
     cpu = after.get("cpu") if isinstance(after.get("cpu"), (int, float)) else None
-    guard_lines = [x for x in after.get("guard", []) if isinstance(x, str)] \
-        if isinstance(after.get("guard"), list) else []
-    return RunOutcome(plugin, _parse_lines(guard_lines), timed_out, proc.returncode, tail, left, cpu,
+    data = b""
+    if isinstance(after.get("records"), str):
+        try:
+            data = base64.b64decode(after["records"], validate=True)
+        except ValueError:
+            data = b""
+    return RunOutcome(results, timed_out, proc.returncode, tail, left, cpu, data,
+                      after.get("records_truncated") is True, pids,
+                      any(r.get("event") == "result" for r in records_),
                       memory_jail=cgroup is not None, memory_note=memory_note, memory_peak=peak, memory_kills=kills)

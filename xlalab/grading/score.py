@@ -1,6 +1,7 @@
-"""Scoring one run: per-check results, what the guard put back, errors of other cells, and the status.
+"""Scoring one submission: per-check results from the judge's run, errors of the student's cells, the status.
 
-A check passes only if nbval passed its cell *and* the guard's log says it ended passed.
+A check passes only if nbval passed its cell in the judge notebook (:mod:`xlalab.grading.judge`), where no
+student code runs; the student's own run contributes only the probe records and the reasons shown in feedback.
 """
 
 from __future__ import annotations
@@ -12,15 +13,15 @@ from typing import Any
 from xlalab.grading import assign
 from xlalab.grading.faults import GRADED, NOT_GRADED, Fault, from_status
 from xlalab.grading.lab import Lab
-from xlalab.grading.run import RunOutcome
+from xlalab.grading.run import CellResult, RunOutcome
 
 STATUS_OK = "graded"
-GRADER_CELLS = ("xlalab-grader-init", "xlalab-grader-bind")
+GRADER_CELLS = ("xlalab-grader-init", "xlalab-judge-init")
 
 
 @dataclass
 class CheckResult:
-    """One check of one submission: passed only if nbval passed its cell and the guard saw it pass."""
+    """One check of one submission: passed only if nbval passed its cell in the judge notebook."""
 
     check: str
     points: float
@@ -181,8 +182,7 @@ def blocked_notes(errors: list[str], *, sandbox_on: bool, memory_gb: float, work
 _NUMPY_LINES = re.compile(r"(Not equal to tolerance rtol=[-+\w.]+, atol=[-+\w.]+|Arrays are not equal|"
                           r"Arrays are not almost equal to \d+ decimals|Items are not equal:?|"
                           r"\(shapes \(\d*(, ?\d+)*,?\), \(\d*(, ?\d+)*,?\) mismatch\))")
-_GRADER_LINES = re.compile(r"(did not run.*|the check did not finish|the check's code did not run.*|"
-                           r"AssertionError: the code this check called replaced [^;]{0,300}; the check does not count|"
+_GRADER_LINES = re.compile(r"(did not run.*|not judged.*|(?:xlalab\.grading\.probe\.)?ProbeError: probe '[^']{0,200}'.*|"
                            r"KeyboardInterrupt|.*Timeout.*|the kernel died.*|failed|not graded|.*Kernel dead.*)")
 
 
@@ -223,87 +223,116 @@ def hidden_message(message: str, body: str) -> str:
     return f"{kind} (the details of a hidden check's error are not shown)"
 
 
-def run_faults(lab: Lab, outcome: RunOutcome, timeout: float) -> list[Fault]:
-    """The faults of one run, from its records: setup failed, time limit, kernel died, nbval did not run."""
-    lab_setup_id = next((c.get("id") for c in lab.released.cells if assign.xmeta(c).get("setup")), None)
+def _by_check(results: list[CellResult]) -> dict[str, CellResult]:
+    """The result of each check cell: a failure in any phase wins over a pass."""
+    out: dict[str, CellResult] = {}
+    for r in results:
+        if r.check and (r.check not in out or out[r.check].passed):
+            out[r.check] = r
+    return out
+
+
+def _died(results: list[CellResult]) -> str | None:
+    for r in results:
+        if "the kernel died" in r.message:
+            died = r.message.replace(" while this cell ran", "")
+            return died.replace("(SIGKILL)", "(SIGKILL: killed, e.g. for using too much memory)")
+    return None
+
+
+def _setup_failed(lab: Lab, results: list[CellResult], who: str) -> str | None:
+    setup_id = next((c.get("id") for c in lab.released.cells if assign.xmeta(c).get("setup")), None)
+    for r in results:
+        if not r.passed and r.id in GRADER_CELLS:
+            return f"the grader could not set up the kernel of {who} ({r.message or 'failed'})"
+        if not r.passed and r.id == setup_id:
+            return f"the lab's setup cell failed in {who} ({r.message or 'failed'})"
+    return None
+
+
+def _student_message(rec: CellResult | None, outcome: RunOutcome, timeout: float) -> str:
+    """Why a check's cell did not run to its end in the student's kernel, or ""."""
+    if rec is None:
+        return f"the notebook reached the time limit ({timeout:g} s) first" if outcome.timed_out else ""
+    if rec.passed:
+        return ""
+    message = rec.message or rec.outcome
+    if message == "RuntimeError: Kernel dead on test start":
+        return "the kernel had died in an earlier cell"
+    if rec.xfail and rec.outcome == "skipped":
+        return "an earlier cell timed out"
+    return message
+
+
+def run_faults(lab: Lab, student: RunOutcome, judge: RunOutcome | None, timeout: float,
+               records_fault: str | None = None) -> list[Fault]:
+    """The faults of one hand-in's two runs, typed: setup failed, time limit, kernel died, nbval did not run (the
+    student's kernel); probe records refused; the judge could not set up or did not finish."""
     faults: list[Fault] = []
-    for rec in outcome.plugin:
-        if rec.get("event") == "result" and rec.get("outcome") != "passed" and rec.get("id") in GRADER_CELLS:
-            faults.append(Fault("setup failed", f"the grader could not set up the kernel "
-                                                f"({rec.get('message') or 'failed'})"))
-            break
-        if rec.get("event") == "result" and rec.get("outcome") != "passed" and rec.get("id") == lab_setup_id:
-            faults.append(Fault("setup failed", f"the lab's setup cell failed ({rec.get('message') or 'failed'})"))
-            break
-    if outcome.timed_out:
+    setup_failed = _setup_failed(lab, student.results, "your notebook")
+    if setup_failed:
+        faults.append(Fault("setup failed", setup_failed))
+    if student.timed_out:
         faults.append(Fault("time limit", f"time limit {timeout:g} s reached"))
-    for rec in outcome.plugin:
-        if rec.get("event") == "result" and "the kernel died" in (rec.get("message") or ""):
-            died = rec["message"].replace(" while this cell ran", "")
-            if "SIGKILL" in died:
-                died = died.replace("(SIGKILL)", "(SIGKILL: killed, e.g. for using too much memory)")
-            faults.append(Fault("kernel died", died))
-            break
-    if not any(r.get("event") == "result" for r in outcome.plugin) and not outcome.timed_out:
+    died = _died(student.results)
+    if died:
+        faults.append(Fault("kernel died", died))
+    if not student.ran and not student.timed_out:
         faults.append(Fault("setup failed", "nbval did not run (see the grader log)"))
+    if records_fault:
+        faults.append(Fault("records refused", f"probe records refused: {records_fault}"))
+    if judge is not None:
+        judge_failed = _setup_failed(lab, judge.results, "the judge")
+        if judge_failed:
+            faults.append(Fault("judge failed", judge_failed))
+        if judge.timed_out or _died(judge.results):
+            faults.append(Fault("judge failed", "the judge did not finish (" + (_died(judge.results) or "time limit")
+                                + ")"))
     return faults
 
 
-def score(lab: Lab, outcome: RunOutcome, timeout: float) -> tuple[list[CheckResult], list[str], list[str], str]:
-    """Per-check results, notes of what the guard restored, errors of other cells, and the status (the words
-    of :func:`run_faults`, which the row keeps typed)."""
-    faults = run_faults(lab, outcome, timeout)
-    results = {}
-    other_errors: list[str] = []
-    for rec in outcome.plugin:
-        if rec.get("event") != "result":
-            continue
-        if rec.get("check"):
-            prev = results.get(rec["check"])
-            # A failure in any phase wins over a pass.
-            if prev is None or prev.get("outcome") == "passed":
-                results[rec["check"]] = rec
-        elif rec.get("outcome") != "passed" and rec.get("phase") == "call":
-            where = f"cell `{rec['id']}`" if rec.get("id") else f"code cell {rec.get('cell')}"
-            other_errors.append(f"{where}: {rec.get('message') or rec.get('outcome')}")
-    setup_failed = next((f.detail for f in faults if f.kind == "setup failed" and "nbval" not in f.detail), None)
-    guard_end = {r["check"]: r for r in outcome.guard if r.get("event") == "end" and "check" in r}
-    guard_start = {r["check"]: r for r in outcome.guard if r.get("event") == "start" and "check" in r}
-    restored: list[str] = []
-    for rec in outcome.guard:
-        for note in rec.get("notes") or []:
-            if note not in restored:
-                restored.append(note)
+def score(lab: Lab, student: RunOutcome, judge: RunOutcome | None, timeout: float,
+          records_fault: str | None = None) -> tuple[list[CheckResult], list[str], str]:
+    """Per-check results (the judge's verdicts), errors of the student's other cells, and the status.
+
+    ``judge`` is None when the probe records were refused (``records_fault`` says why): every check fails with
+    that reason.
+    """
+    other_errors = [f"cell `{r.id}`: {r.message or r.outcome}" if r.id else f"code cell {r.cell}: {r.message}"
+                    for r in student.results if not r.check and not r.passed and r.phase == "call"]
+    in_student = _by_check(student.results)
+    judged = _by_check(judge.results) if judge is not None else {}
+    setup_failed = _setup_failed(lab, student.results, "your notebook")
+    judge_failed = _setup_failed(lab, judge.results, "the judge") if judge is not None else None
+    # The checks whose last line ran in the judge (xlalab.grading.probe.passed): nbval's pass alone is not enough.
+    ended = set(judge.records.decode("utf-8", errors="replace").split()) if judge is not None else set()
     checks = []
     for check in lab.checks:
-        rec, end = results.get(check.check), guard_end.get(check.check)
-        nb_pass = rec is not None and rec.get("phase") == "call" and rec.get("outcome") == "passed"
-        passed = bool(nb_pass and end is not None and end.get("passed") is True)
+        rec = judged.get(check.check)
+        passed = bool(rec is not None and rec.phase == "call" and rec.passed and check.check in ended)
+        why = _student_message(in_student.get(check.check), student, timeout)
         if passed:
             message = ""
-        elif setup_failed and end is None:
+        elif records_fault:
+            message = f"not judged: {records_fault}"
+        elif setup_failed:
             message = f"did not run: {setup_failed}"
-        elif end is not None and end.get("passed") is False:
-            message = end.get("message") or "failed"
-            if message.startswith("KeyboardInterrupt") and rec is not None and "Timeout" in rec.get("message", ""):
-                message = rec["message"]
-        elif rec is not None and rec.get("outcome") != "passed":
-            message = rec.get("message") or rec.get("outcome", "failed")
-            if message == "RuntimeError: Kernel dead on test start":
-                message = "did not run: the kernel had died in an earlier cell"
-            elif rec.get("xfail") and rec.get("outcome") == "skipped":
-                message = "did not run normally: an earlier cell timed out"
-        elif rec is not None and nb_pass and check.check in guard_start:
-            message = "the check did not finish"
-        elif rec is not None and nb_pass:
-            message = "the check's code did not run (was the cell transformed?)"
-        elif outcome.timed_out:
-            message = f"did not run: the notebook reached the time limit ({timeout:g} s)"
+        elif judge_failed:
+            message = f"not judged: {judge_failed}"
+        elif rec is None:
+            if judge is not None and judge.timed_out:
+                message = f"not judged: the judge reached the time limit ({timeout:g} s)"
+            else:
+                message = "not judged: the judge did not reach this check"
+        elif rec.passed:
+            message = "the judge's cell passed but the check did not reach its end (its error was not reported)"
         else:
-            message = "did not run"
+            message = rec.message or rec.outcome
+            if why and ("did not run in your notebook" in message or
+                        ("KeyboardInterrupt" in message and "Timeout" in why)):
+                message = why if "Timeout" in why else f"did not run: {why}"
         if check.hidden and not passed:
             message = hidden_message(message, check.source)
         checks.append(CheckResult(check.check, check.points, check.hidden, passed, message))
-    status = "; ".join([STATUS_OK] + [f.detail for f in faults])
-    return checks, restored, other_errors[:10], status
-
+    status = "; ".join([STATUS_OK] + [f.detail for f in run_faults(lab, student, judge, timeout, records_fault)])
+    return checks, other_errors[:10], status

@@ -1,4 +1,9 @@
-"""One submission, end to end (read, build, run in the sandbox, score): the task every engine runs.
+"""One submission, end to end (read, build, run the student's notebook, judge, score): the task every engine runs.
+
+Two runs per submission, each under nbval in the sandbox: the student's notebook with the checks' probing parts
+(probes record what the student's code returns), then the judge notebook (:mod:`xlalab.grading.judge`), which
+runs no student code and replays the records. The records pass through the grader as data
+(:func:`xlalab.grading.probe.parse_records`); only the judge's verdicts score.
 
 :func:`grade_one` never raises and never writes outside its temporary folder: it returns the :class:`Row`, and
 only the client (:mod:`xlalab.grading.gradebook`) writes the gradebook and feedback.
@@ -6,6 +11,7 @@ only the client (:mod:`xlalab.grading.gradebook`) writes the gradebook and feedb
 
 from __future__ import annotations
 
+import json
 import resource
 import secrets
 import shutil
@@ -13,30 +19,19 @@ import tempfile
 import time
 from pathlib import Path
 
+from xlalab.grading import assign
 from xlalab.grading import sandbox as sandbox_mod
-from xlalab.grading.build import build_graded, check_cells
+from xlalab.grading.build import REPLAY_INIT, build_graded
+from xlalab.grading.judge import build_judge
 from xlalab.grading.lab import Lab
-from xlalab.grading.run import check_payload, run_notebook
 from xlalab.grading import faults as faults_mod
 from xlalab.grading.faults import Fault
+from xlalab.grading.probe import RecordsError, dump_records, parse_records
+from xlalab.grading.run import run_notebook
 from xlalab.grading.score import GRADER_CELLS, Row, blocked_notes, run_faults, score, zero_row
 from xlalab.grading.submissions import Unreadable, read_submission
 
-
-def verified_guard(records: list[dict], keys: dict[str, str]) -> list[dict]:
-    """The guard's log lines whose MAC matches the check's key (the others were not written by the guard)."""
-    import hmac
-
-    from xlalab.grading.run import guard_mac
-
-    out = []
-    for rec in records:
-        check, mac = rec.get("check"), rec.get("mac")
-        if not isinstance(check, str) or check not in keys or not isinstance(mac, str):
-            continue
-        if hmac.compare_digest(mac, guard_mac(keys[check], check, str(rec.get("event")), rec.get("passed"))):
-            out.append(rec)
-    return out
+RECORDS_NAME = ".xlalab-probes.jsonl"
 
 
 def _children_cpu() -> float:
@@ -69,44 +64,67 @@ def grade_one(lab: Lab, student: str, path: Path, *, cell_timeout: float = 600, 
             return row
         tmp = Path(tempfile.mkdtemp(prefix="xlalab-grade-"))
         work, priv = tmp / "work", tmp / "priv"
-        work.mkdir()
-        priv.mkdir()
+        for d in (work, priv):
+            d.mkdir()
         nb_path = priv / f"{lab.name}.ipynb"
-        guard_log = work / f".xlalab-guard-{secrets.token_hex(4)}.jsonl"
-        nonce = secrets.token_hex(8)
-        keys = {c.check: secrets.token_hex(16) for c in lab.checks}
-        graded, row.tampering = build_graded(lab, sub, nonce, guard_log, nb_path)
-        payload = check_payload(check_cells(lab), f"_xlalab_guard_{nonce}", keys)
+        seed = secrets.randbits(62)
+        records_path = work / RECORDS_NAME
+        graded, row.tampering = build_graded(lab, sub, records_path, seed)
         t0, cpu0 = time.monotonic(), _children_cpu()
-        outcome = run_notebook(graded, work, priv, nb_path, cell_timeout=cell_timeout, timeout=timeout,
-                               memory_gb=memory_gb, env=env, sandbox=box, payload=payload, guard_log=guard_log)
-        outcome.guard = verified_guard(outcome.guard, keys)
+        mine = run_notebook(graded, work, priv, nb_path, cell_timeout=cell_timeout, timeout=timeout,
+                            memory_gb=memory_gb, env=env, sandbox=box, records=records_path)
         row.notebook_seconds = time.monotonic() - t0
-        row.cpu_seconds = outcome.cpu_seconds if outcome.cpu_seconds is not None else _children_cpu() - cpu0
-        row.cells_seconds = sum(float(r.get("duration") or 0) for r in outcome.plugin
-                                if r.get("event") == "result" and r.get("phase") == "call"
-                                and r.get("id") not in GRADER_CELLS)
-        row.checks, row.restored, row.cell_errors, row.status = score(lab, outcome, timeout)
+        cpu = mine.cpu_seconds if mine.cpu_seconds is not None else _children_cpu() - cpu0
+        row.cells_seconds = sum(r.duration for r in mine.results
+                                if r.phase == "call" and r.id not in GRADER_CELLS)
+        judge, fault = None, None
+        try:
+            if mine.records_truncated:
+                raise RecordsError("the probe records are larger than the limit")
+            records = parse_records(mine.records)
+        except RecordsError as err:
+            fault = str(err)
+        else:
+            jwork, jpriv = tmp / "judge-work", tmp / "judge-priv"
+            for d in (jwork, jpriv):
+                d.mkdir()
+            (jpriv / "records.jsonl").write_bytes(dump_records(records))
+            sources = [c.source for c in graded.cells if c.cell_type == "code"
+                       and not assign.xmeta(c) and c.get("id") not in GRADER_CELLS]
+            (jpriv / "sources.json").write_text(json.dumps(sources), encoding="utf-8")
+            verdicts = jwork / ".xlalab-verdicts"
+            init = REPLAY_INIT % {"path": str(jpriv / "records.jsonl"), "seed": seed,
+                                  "sources": str(jpriv / "sources.json"), "verdicts": str(verdicts)}
+            t1, cpu1 = time.monotonic(), _children_cpu()
+            judge = run_notebook(build_judge(lab, init), jwork, jpriv, jpriv / f"{lab.name}.judge.ipynb",
+                                 cell_timeout=cell_timeout, timeout=timeout, memory_gb=memory_gb, env=env,
+                                 sandbox=box, records=verdicts)
+            row.notebook_seconds += time.monotonic() - t1
+            cpu += judge.cpu_seconds if judge.cpu_seconds is not None else _children_cpu() - cpu1
+        row.cpu_seconds = cpu
+        row.checks, row.cell_errors, row.status = score(lab, mine, judge, timeout, fault)
         row.blocked = blocked_notes(row.cell_errors + [c.message for c in row.checks if not c.passed],
                                     sandbox_on=box.on, memory_gb=memory_gb, work=str(work))
-        for cmd in outcome.leftover[:3]:
+        for cmd in mine.leftover[:3]:
             row.blocked.append(f"to leave a process running after the notebook ended (it ended with the "
                                f"sandbox): `{cmd[:100]}`")
-        if outcome.memory_kills:
+        kills = mine.memory_kills + (judge.memory_kills if judge is not None else 0)
+        if kills:
             row.blocked.append(f"to use more than {memory_gb:g} GB for the whole jail (its processes and "
-                               f"folders together; {outcome.memory_kills} killed)")
+                               f"folders together; {kills} killed)")
         if row.tampering:
             row.status += "; tampered"
         if row.restored:
             row.status += "; guard restored " + str(len(row.restored))
-        memory = [] if outcome.memory_jail or not memory_gb else \
-            [Fault("memory per process", f"--memory-gb held per process only: {outcome.memory_note}")]
+        memory = [] if mine.memory_jail or not memory_gb else \
+            [Fault("memory per process", f"--memory-gb held per process only: {mine.memory_note}")]
         if memory:
-            row.status += f"; memory limited per process only ({outcome.memory_note})"
+            row.status += f"; memory limited per process only ({mine.memory_note})"
         copy = [Fault("copy of the source", c) for c in copied]
         if copied:
             row.status += "; " + copied[0]
-        row.faults = faults_mod.merge(run_faults(lab, outcome, timeout) + faults_mod.row_faults(row) + memory + copy)
+        row.faults = faults_mod.merge(run_faults(lab, mine, judge, timeout, fault) + faults_mod.row_faults(row)
+                                      + memory + copy)
     except Exception as err:  # the grader itself failed on this submission: record it, go on
         zero = zero_row(lab, student, f"not graded: grader error ({type(err).__name__}: {str(err)[:200]})")
         row.checks, row.status, row.state, row.faults = zero.checks, zero.status, zero.state, zero.faults
