@@ -228,8 +228,9 @@ def test_stopping_rule_stops_once_the_interval_is_narrow_even_when_it_cannot_tel
 
 
 def test_stopping_rule_runs_out_of_budget_and_cannot_tell(clock):
-    # Two variants alike, each call 0.5 or 1.5 ms in turn: the interval holds 1 and stays wide for 2 s of rounds.
-    c = bench.compare({"base": clock.cycle(0.5, 1.5), "var": clock.cycle(0.5, 1.5)}, warmup=0,
+    # Two variants alike, each call 0.5 or 1.5 ms in turn (out of phase, so that no round pairs equal times): the
+    # interval holds 1 and stays wide for 2 s of rounds.
+    c = bench.compare({"base": clock.cycle(0.5, 1.5), "var": clock.cycle(1.5, 0.5)}, warmup=0,
                       min_time=0.1, target_rel_width=0.001, max_time=2.0, max_rounds=100_000)
     assert c.stopped == "max_time", c.table()
     assert 2.0 <= c.elapsed_s < 2.0 + 0.01
@@ -251,7 +252,7 @@ def test_stopping_rule_keeps_running_past_min_time_until_enough_samples(clock):
 
 
 def test_stopping_rule_respects_max_rounds_and_min_rounds(clock):
-    c = bench.compare({"base": clock.cycle(0.5, 1.5), "var": clock.cycle(0.5, 1.5)}, warmup=0, min_time=0.0,
+    c = bench.compare({"base": clock.cycle(0.5, 1.5), "var": clock.cycle(1.5, 0.5)}, warmup=0, min_time=0.0,
                       target_rel_width=1e-6, max_time=1e9, max_rounds=40)
     assert c.stopped == "max_rounds" and c.rounds == 40
     short = bench.compare({"base": clock.work(1000.0), "var": clock.work(1000.0)}, warmup=0, min_time=0.0,
@@ -263,3 +264,19 @@ def test_stopping_rule_respects_max_rounds_and_min_rounds(clock):
 def test_compare_rejects_a_target_that_is_not_positive():
     with pytest.raises(ValueError):
         bench.compare({"a": lambda: 1}, target_rel_width=0)
+
+
+def test_paired_bootstrap_keeps_rounds_whole():
+    """Review s4 R12: compare() interleaves rounds so that drift hits both variants alike; the paired bootstrap
+    resamples rounds whole, so a variant against itself is exactly 1 and a shared drift does not widen the
+    interval, while the unpaired bootstrap (each list resampled alone) throws the pairing away."""
+    rng = np.random.default_rng(1)
+    drift = np.exp(rng.normal(0, 0.3, 40))            # the machine's speed per round, shared by both variants
+    base, variant = 0.010 * drift, 0.008 * drift * np.exp(rng.normal(0, 0.01, 40))
+    assert bench.bootstrap_ratio_ci(base, base, paired=True) == (1.0, 1.0)
+    lo_p, hi_p = bench.bootstrap_ratio_ci(base, variant, paired=True)
+    lo_u, hi_u = bench.bootstrap_ratio_ci(base, variant)
+    assert hi_p - lo_p < (hi_u - lo_u) / 3, ((lo_p, hi_p), (lo_u, hi_u))
+    assert lo_p > 1 and bench.ratio_verdict((lo_p, hi_p), n=40) == "faster"
+    with pytest.raises(ValueError):
+        bench.bootstrap_ratio_ci(base, variant[:-1], paired=True)

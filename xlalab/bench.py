@@ -187,13 +187,21 @@ def benchmark(fn: Callable, *args: Any, name: str | None = None, warmup: int = 2
 
 
 def bootstrap_ratio_ci(baseline_s: Sequence[float], variant_s: Sequence[float], n_boot: int = 2000,
-                       level: float = 0.95, seed: int = 0) -> tuple[float, float]:
-    """Confidence interval of ``median(baseline) / median(variant)`` by resampling both sample sets."""
+                       level: float = 0.95, seed: int = 0, paired: bool = False) -> tuple[float, float]:
+    """Confidence interval of ``median(baseline) / median(variant)`` by resampling the samples.
+
+    ``paired``: the two lists are timed in the same interleaved rounds (``baseline_s[i]`` and ``variant_s[i]`` in
+    round ``i``, as :func:`compare` records them), so rounds are resampled whole: drift of the machine that hit both
+    variants in one round stays paired instead of widening the interval (and a variant against itself gives
+    exactly 1). Unpaired, each list is resampled on its own.
+    """
     rng = np.random.default_rng(seed)
     b = np.asarray(baseline_s)
     v = np.asarray(variant_s)
+    if paired and len(b) != len(v):
+        raise ValueError(f"paired samples need equal lengths, got {len(b)} and {len(v)}")
     bi = rng.integers(0, len(b), size=(n_boot, len(b)))
-    vi = rng.integers(0, len(v), size=(n_boot, len(v)))
+    vi = bi if paired else rng.integers(0, len(v), size=(n_boot, len(v)))
     ratios = np.median(b[bi], axis=1) / np.median(v[vi], axis=1)
     lo, hi = np.percentile(ratios, [100 * (1 - level) / 2, 100 * (1 + level) / 2])
     return float(lo), float(hi)
@@ -310,7 +318,7 @@ def _settled(samples: Mapping[str, Sequence[float]], baseline: str, target_rel_w
         n = min(len(s), len(base))
         if n < MIN_VERDICT_SAMPLES:
             return False
-        ci = bootstrap_ratio_ci(base, s)
+        ci = bootstrap_ratio_ci(base, s, paired=True)   # compare() times both in the same rounds
         ratio = float(np.median(base) / np.median(s))
         if ratio_verdict(ci, n=n) == "indistinguishable" and relative_width(ci, ratio) >= target_rel_width:
             return False
@@ -387,7 +395,7 @@ def compare(variants: Mapping[str, Callable], *args: Any, baseline: str | None =
     timings = {n: Timing(n, first[n], samples[n]) for n in names}
     base_median = timings[baseline].median_s
     speedups = {n: base_median / timings[n].median_s for n in names}
-    cis = {n: bootstrap_ratio_ci(samples[baseline], samples[n]) for n in names}
+    cis = {n: bootstrap_ratio_ci(samples[baseline], samples[n], paired=True) for n in names}
     return Comparison(baseline, timings, speedups, cis, rounds=rounds, elapsed_s=elapsed, stopped=stopped,
                       target_rel_width=target_rel_width)
 
