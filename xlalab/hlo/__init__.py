@@ -17,36 +17,7 @@ five functions per TensorFlow version). Every public name is re-exported here;
 ``xlalab.hlo_draw``, ``xlalab.hlo_memory`` and ``xlalab.flops`` remain importable as the same modules as
 ``graph``, ``memory`` and ``flops``.
 
-What :func:`summary` counts:
-
-* **A launch** is an instruction of the entry computation, or of a computation that a ``while``,
-  ``conditional`` or ``call`` runs, that does work of its own: not ``parameter``, ``constant``, ``tuple``,
-  ``get-tuple-element``, ``bitcast``, a ``reshape`` that is a bitcast under its layouts, a ``convert`` to
-  the type it already has (``f32`` to ``f32``), ``after-all``, ``add-dependency``, ``opt-barrier``,
-  ``domain``, ``partition-id``, ``replica-id``, and not the control flow instruction itself (a ``reshape``
-  that changes the order of elements in memory is a copy: a launch). A fusion is one launch (its body is
-  what was fused); a library custom-call is one. An async pair or triple (``all-reduce-start``/``-done``,
-  ``all-gather-*``, ``collective-permute-*``, ``copy-start``/``-done``,
-  ``custom-call-start``/``-update``/``-done``, ``async-start``/``-update``/ ``-done``,
-  ``fusion-start``/``-done``, ``send``/``recv`` and their dones) is one launch, counted at its start under
-  the opcode of what it wraps; the called computation of a ``fusion-start`` (or of an ``async-start``
-  wrapping a fusion) is read as a fusion.
-* **Bytes** of a launch are each distinct operand read once plus the result written once, from the shapes
-  (dense; tiling padding ignored; a sub-byte type takes a whole byte unless its layout packs it with
-  ``E(bits)``, as XLA stores it). Not counted: the trailing ``s8``/``u8`` workspace element of a
-  cuBLAS/cuDNN custom-call's result. A ``slice``, ``dynamic-slice`` or ``gather`` is charged what it reads
-  (its output and its indices), not its whole operand, and so is a fusion parameter that is read only
-  through them. A ``dynamic-update-slice`` or ``scatter`` (bare, or the root of a fusion updating one of its
-  parameters that nothing else in the fusion reads) writes in place into its operand's buffer: it is charged
-  its update(s) read and written and its indices, nothing for the operand it updates. An async operation's
-  data is counted once. An unbounded dynamic dimension makes a launch's bytes unknown (``None``, counted in
-  ``bytes_unknown``); a bounded one (``<=8``) counts its bound.
-* **Per step**: ``kernels``, ``kernel_list`` and ``bytes_moved`` count each launch site once (a loop
-  body once, every branch of a conditional once). ``per_step`` is one run of the entry: a ``while``
-  body (and condition) multiplied by the loop's ``known_trip_count``, and for a ``conditional`` its
-  costliest branch (``per_step["exact"]`` is False when a loop has no known trip count, when branches
-  differ, or when some bytes are unknown); ``loops`` and ``conditionals`` give the per-iteration and
-  per-branch figures.
+What :func:`summary` counts (a launch, its bytes, per step) is defined once, in :mod:`xlalab.hlo.launches`.
 
 Without a GPU, set ``XLALAB_FAKE_GPU`` to a device name (``"NVIDIA A100-SXM4-40GB"``): ``hlo_text(...,
 stage="optimized_hlo")`` then compiles the program on the CPU (so errors still surface) and returns a
