@@ -294,7 +294,10 @@ AUDIT: list[Entry] = [
           + NUM + r"× as (long|fast) as",
           _f("graph", "xla"),
           lambda v: "took long" if v["xla"] >= v["graph"] else "ran fast",
-          lambda m: f"{m.group(3)} {m.group(5)}", lambda v: {"graph": v["xla"], "xla": v["graph"] * 1.5 + 1},
+          lambda m: f"{m.group(3)} {m.group(5)}",
+          # the other side: XLA faster than graph if it was slower, slower if it was faster (a swap alone may tie)
+          lambda v: ({"graph": v["xla"] * 2 + 1, "xla": v["graph"]} if v["xla"] >= v["graph"]
+                     else {"graph": v["xla"], "xla": v["graph"] * 1.5 + 1}),
           sample={"graph": 100.0, "xla": 80.0}),
     Entry("profiler", ("time_split_verdict",),
           r"By these numbers XLA changed the (products more than the rest|rest more than the products): " + NUM
