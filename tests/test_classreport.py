@@ -135,7 +135,8 @@ def test_report_numbers_of_a_made_up_class(lab, tmp_path):
     faults = {k: [n for n, _ in v] for k, v in s.faults.items()}
     assert faults == {"not graded": ["s8"], "time limit": ["s7"], "kernel died": ["s6"], "setup failed": [],
                       "tampering": ["s4"], "guard restored": ["s3"], "sandbox blocked": ["s6"],
-                      "unsandboxed": ["s5"], "memory per process": [], "copy of the source": []}
+                      "unsandboxed": ["s5"], "memory per process": [], "copy of the source": [],
+                      "records refused": [], "judge failed": []}
 
     # The page shows the same numbers, failures first.
     path = tmp_path / "report.html"
