@@ -36,8 +36,12 @@ def _chapters() -> list[Path]:
 CHAPTERS = _chapters()
 # The chapters whose roofs come from xlalab.hw.peaks(): the ones a GPU without a datasheet row stopped.
 ROOF_CHAPTERS = [p for p in CHAPTERS if "hw.peaks(" in p.read_text(encoding="utf-8")]
+# claims reads the same fields of hw.peaks() as measuring and case_studies (name, bandwidth, bandwidth_gbps) and
+# takes 7-8 minutes of a CI worker; the fake A100 runs its GPU branch. The others run on the unknown GPU too.
+UNKNOWN_GPU_SKIPS = {"claims"}
 CASES = ([pytest.param(p, FAKE_GPU, id=p.stem) for p in CHAPTERS]
-         + [pytest.param(p, UNKNOWN_GPU, id=f"{p.stem}-unknown-gpu") for p in ROOF_CHAPTERS])
+         + [pytest.param(p, UNKNOWN_GPU, id=f"{p.stem}-unknown-gpu") for p in ROOF_CHAPTERS
+            if p.stem not in UNKNOWN_GPU_SKIPS])
 
 
 @pytest.mark.slow
