@@ -399,6 +399,10 @@ def written(*names: str) -> dict[str, str]:
     lab's stub (``raise NotImplementedError``). Judge side: no probe value counts for code that is not there."""
     import re
 
+    if _STATE.mode != "replay" and not any(s.strip() for s in student_sources()):
+        # A kernel with no input history (nbval and nbconvert execute without storing it) has nothing to read; this
+        # side's verdict counts for nothing anyway: the judge reads the hand-in's own cells.
+        return {name: "" for name in names}
     out = {}
     for name in names:
         src = student_source(name)
