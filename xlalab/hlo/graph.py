@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import re
 import shutil
+import subprocess
 from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable
@@ -563,6 +564,8 @@ def _render(source: str, fmt: str) -> bytes:
         return graphviz.Source(source).pipe(format=fmt)
     except graphviz.ExecutableNotFound as e:
         raise GraphvizMissing(f"xlalab.hlo.draw could not run Graphviz's dot: {INSTALL_HINT}") from e
+    except subprocess.CalledProcessError as e:   # dot itself failed (a crash on one graph): no picture, say why
+        raise GraphvizMissing(f"Graphviz's dot failed on this graph ({e}); the HLO text above says the same") from e
 
 
 def _entry_module(module_or_text: Module | str, what: str) -> Module:

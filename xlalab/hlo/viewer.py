@@ -16,7 +16,7 @@ import itertools
 from dataclasses import dataclass
 from typing import Any, Sequence
 
-from .graph import draw, format_bytes
+from .graph import GraphvizMissing, draw, format_bytes
 
 # The largest page :func:`flipbook` writes by default (bytes); frames past it are listed but not drawn.
 MAX_BYTES = 3 * 2**20
@@ -94,7 +94,11 @@ class Flipbook:
 
 
 def _svg(text: str, highlight: Sequence[str], max_ops: int, stage: str) -> str:
-    svg = draw(text, changed=highlight, max_ops=max_ops, stage=stage).svg
+    """The frame drawn as inline SVG; without a working Graphviz, the frame's HLO text (escaped) instead."""
+    try:
+        svg = draw(text, changed=highlight, max_ops=max_ops, stage=stage).svg
+    except GraphvizMissing as err:
+        return f"<p>{_html.escape(str(err))}</p><pre>{_html.escape(text)}</pre>"
     return svg[svg.index("<svg"):]
 
 
