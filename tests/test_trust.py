@@ -285,6 +285,23 @@ async def _replaced(self, code, *args, **kwargs):
 _kernel_type.do_execute = _replaced
 """
 
+# Killing everything else in the jail (pytest, the launcher, the judge's side never runs there): a process that
+# outlives the kernel's cell kills every other process it can see. Not a forgery (it scored 0 before issue 25 too):
+# the row says what happened, and no other row is touched.
+KILL_ALL = WRONG + """
+import os, signal, time
+if os.fork() == 0:
+    os.setsid()
+    time.sleep(3)
+    for pid in os.listdir('/proc'):
+        if pid.isdigit() and int(pid) not in (1, os.getpid()):
+            try:
+                os.kill(int(pid), signal.SIGKILL)
+            except OSError:
+                pass
+    os._exit(0)
+"""
+
 ATTACKS = {"builtins": BUILTINS, "trace": TRACE, "transform": TRANSFORM, "audit": AUDIT, "messages": MESSAGES,
            "files": FILES, "patch_libs": PATCH_LIBS, "liars": LIARS, "ctypes": CTYPES, "kill": KILL}
 
@@ -302,6 +319,7 @@ def attacked(trust_root, tmp_path_factory):
     hand_ins = {"good": answered(trust_root), "blank": released(trust_root)}
     for name, attack in ATTACKS.items():
         hand_ins[name] = insert_after(released(trust_root), "p1-answer", attack, "attack")
+    hand_ins["kill_all"] = insert_after(released(trust_root), "p1-answer", KILL_ALL, "attack")
     for name, nb in hand_ins.items():
         (subs / f"{name}.ipynb").write_text(json.dumps(nb), encoding="utf-8")
     rows = grade.grade_submissions(trust_root / "solutions" / f"{SAMPLE}.ipynb", [subs], out, jobs=1,
@@ -321,6 +339,15 @@ def test_the_solution_scores_full_and_the_blank_lab_zero(attacked):
 def test_an_attack_in_the_students_kernel_earns_nothing(attacked, name):
     r = attacked[0][name]
     assert r.auto == 0, (name, r.status, [(c.check, c.passed, c.message) for c in r.checks])
+
+
+@pytest.mark.slow
+def test_a_hand_in_that_kills_the_rest_of_its_jail_is_its_own_row_with_the_reason(attacked):
+    rows = attacked[0]
+    r = rows["kill_all"]
+    assert r.auto == 0
+    assert all(not c.passed and c.message for c in r.checks), [(c.check, c.message) for c in r.checks]
+    assert rows["good"].auto == MAX and rows["blank"].auto == 0
 
 
 @pytest.mark.slow
