@@ -1,6 +1,6 @@
 """Written answers graded by hand (issue 15): the released box never carries the rubric or the model answer,
 answers are collected per question, ``manual.csv`` is merged (bad lines rejected one by one) and the gradebook
-is exported for Canvas, Moodle and as plain CSV. On the NumPy-only sample lab of conftest.py, with two written
+is exported for Canvas, Moodle and as plain CSV. On the NumPy-only sample lab of helpers/labs.py, with two written
 questions (3 + 1 points) next to its 6 points of checks.
 """
 
@@ -14,8 +14,8 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from conftest import (MODEL_WHY, RUBRIC_SCALE, RUBRIC_WHY, SAMPLE, answered, cell, make_answers_root, md,
-                      released, sample_solution_with_answers)
+from helpers import (MODEL_WHY, RUBRIC_SCALE, RUBRIC_WHY, SAMPLE, answered, cell, make_answers_root, md,
+                     released, sample_solution_with_answers)
 from xlalab import assign, grade
 from xlalab.grading import answers as answers_mod
 from xlalab.grading import cli, export

@@ -12,40 +12,20 @@ from pathlib import Path
 
 import pytest
 
-from conftest import SAMPLE, answered, make_lab_root, released
+from helpers import LIMITS, SAMPLE, answered, cell, outputs, released, write_handins
 from xlalab import grade
 from xlalab.grading import engine
 from xlalab.grading.score import Row
 
 pytestmark = [pytest.mark.xdist_group("engines")]
 
-LIMITS = dict(cell_timeout=30, timeout=90, memory_gb=3)
-
-
-@pytest.fixture(scope="module")
-def lab_root(tmp_path_factory) -> Path:
-    return make_lab_root(tmp_path_factory.mktemp("repo"))
-
 
 @pytest.fixture(scope="module")
 def handins(lab_root, tmp_path_factory) -> Path:
-    import json
-
-    d = tmp_path_factory.mktemp("handins")
-    (d / "good.ipynb").write_text(json.dumps(answered(lab_root)), encoding="utf-8")
-    (d / "blank.ipynb").write_text(json.dumps(released(lab_root)), encoding="utf-8")
-    (d / "empty.ipynb").write_text("", encoding="utf-8")
-    nb = answered(lab_root)
-    next(c for c in nb.cells if c.get("id") == "p2-answer").source = "def total(x):\n    return 0.0"
-    (d / "wrong_total.ipynb").write_text(json.dumps(nb), encoding="utf-8")
-    return d
-
-
-def outputs(out: Path) -> dict[str, str]:
-    files = {"gradebook.csv": (out / "gradebook.csv").read_text(encoding="utf-8")}
-    for f in sorted((out / "feedback").glob("*.md")):
-        files[f.name] = f.read_text(encoding="utf-8")
-    return files
+    wrong_total = answered(lab_root)
+    cell(wrong_total, "p2-answer").source = "def total(x):\n    return 0.0"
+    return write_handins(tmp_path_factory.mktemp("handins"), {
+        "good": answered(lab_root), "blank": released(lab_root), "empty": "", "wrong_total": wrong_total})
 
 
 @pytest.mark.slow

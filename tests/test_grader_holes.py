@@ -17,8 +17,8 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from conftest import (SAMPLE, answered, cell, code, insert_after, make_answers_root, make_lab_root, released,
-                      sample_solution)
+from helpers import (SAMPLE, answered, cell, code, insert_after, make_answers_root, make_lab_root, released,
+                     sample_solution)
 from xlalab import grade
 from xlalab.grading import sandbox
 from xlalab.grading.gradebook import Gradebook

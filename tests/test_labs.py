@@ -20,7 +20,7 @@ import pytest
 
 from xlalab import assign, grade
 from xlalab.grading import answers as answers_mod
-from conftest import handin_copy
+from helpers import handin_copy
 
 REPO = Path(__file__).resolve().parent.parent
 SOLUTIONS = sorted((REPO / "solutions").glob("lab*.ipynb"))
