@@ -57,6 +57,7 @@ def _dies_for_crash(lab, student, path, **kwargs) -> Row:
     return Row(student, lab.name, lab.maximum, status="graded")
 
 
+@pytest.mark.heavy   # a Dask cluster
 def test_a_worker_that_dies_loses_only_its_task(lab_root, tmp_path):
     from xlalab.grading.lab import load_lab
 
@@ -127,6 +128,7 @@ def _attack_from_the_worker(lab, student, path, **kwargs) -> Row:
     return Row(student, lab.name, lab.maximum, status=f"{out} {addr}")
 
 
+@pytest.mark.heavy   # a Dask cluster
 def test_the_run_cluster_refuses_connections_without_the_runs_credentials(lab_root, tmp_path):
     """Break (issue 25): under -j 2 another local user connected to the scheduler on 127.0.0.1 (no TLS, no
     authentication) and ran code in the workers. The run's cluster speaks TLS with a key made for the run."""
