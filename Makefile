@@ -6,7 +6,7 @@ PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed-stamp
 JOBS   ?= 2
 
-.PHONY: book test slurm-test labs check-labs suite gpu-check clean
+.PHONY: book test test-fast slurm-test labs check-labs suite gpu-check clean
 
 $(STAMP): pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -27,6 +27,11 @@ book: $(STAMP)
 # The grading tests run each notebook in a bubblewrap jail: install Debian's `bubblewrap` (.ci/run does).
 test: $(STAMP)
 	$(PY) -m pytest -n $(JOBS) --dist loadfile tests
+
+# The fast tier, part of `make test`: the unit tests, without the `slow` (notebooks, book) and `heavy` ones (a
+# kernel, a grading run, a Dask cluster, a browser, a TensorFlow subprocess, a model trained): a minute or two, 2 cores.
+test-fast: $(STAMP)
+	$(PY) -m pytest -n $(JOBS) -m "not slow and not heavy" tests
 
 # Grading on a real Slurm cluster: tests/test_slurm.py starts a one-node Slurm of its own (Debian's slurm-wlm and
 # munge, as root; .ci/run installs them) and grades a class with --cluster slurm; skipped, with the reason, elsewhere.

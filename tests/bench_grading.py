@@ -31,7 +31,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from conftest import SAMPLE, answered, make_lab_root, released  # noqa: E402
+from helpers import SAMPLE, answered, make_lab_root, released  # noqa: E402
 from xlalab import grade  # noqa: E402
 from xlalab.grading import sandbox  # noqa: E402
 

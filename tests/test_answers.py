@@ -1,6 +1,6 @@
 """Written answers graded by hand (issue 15): the released box never carries the rubric or the model answer,
 answers are collected per question, ``manual.csv`` is merged (bad lines rejected one by one) and the gradebook
-is exported for Canvas, Moodle and as plain CSV. On the NumPy-only sample lab of conftest.py, with two written
+is exported for Canvas, Moodle and as plain CSV. On the NumPy-only sample lab of helpers/labs.py, with two written
 questions (3 + 1 points) next to its 6 points of checks.
 """
 
@@ -14,8 +14,8 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from conftest import (MODEL_WHY, RUBRIC_SCALE, RUBRIC_WHY, SAMPLE, answered, cell, make_answers_root, md,
-                      released, sample_solution_with_answers)
+from helpers import (MODEL_WHY, RUBRIC_SCALE, RUBRIC_WHY, SAMPLE, answered, cell, make_answers_root, md,
+                     released, sample_solution_with_answers)
 from xlalab import assign, grade
 from xlalab.grading import answers as answers_mod
 from xlalab.grading import cli, export
@@ -104,6 +104,7 @@ def graded(tmp_path_factory):
     return root, out, {r.student: r for r in rows}
 
 
+@pytest.mark.heavy   # graded: a grading run
 def test_the_gradebook_keeps_automatic_and_manual_points_apart(graded):
     root, out, rows = graded
     assert rows["ann"].auto == 6 and rows["bob"].auto == 0, grade.feedback_text(rows["ann"])
@@ -119,6 +120,7 @@ def test_the_gradebook_keeps_automatic_and_manual_points_apart(graded):
     assert "not scored yet" not in bob["status"]
 
 
+@pytest.mark.heavy   # graded: a grading run
 def test_answer_files_group_by_question_with_rubric_and_model_answer(graded):
     root, out, _ = graded
     folder = out / "answers" / SAMPLE
@@ -133,6 +135,7 @@ def test_answer_files_group_by_question_with_rubric_and_model_answer(graded):
     assert "### ann (unchanged; 0 / 1)" in explain
 
 
+@pytest.mark.heavy   # graded: a grading run
 def test_manual_csv_is_merged_and_bad_lines_are_rejected_one_by_one(graded, capsys):
     root, out, _ = graded
     manual = out / "manual.csv"
@@ -171,6 +174,7 @@ def test_manual_csv_is_merged_and_bad_lines_are_rejected_one_by_one(graded, caps
     assert changed == [] and len(errors) == 5 and (out / "gradebook.csv").read_bytes() == snapshot
 
 
+@pytest.mark.heavy   # graded: a grading run
 def test_exports_follow_the_documented_columns(graded, tmp_path):
     root, out, _ = graded
     src = str(root / "solutions")
@@ -204,6 +208,7 @@ def _write(path: Path, text: str) -> Path:
     return path
 
 
+@pytest.mark.heavy   # two grading runs
 def test_regrading_keeps_the_instructors_points_for_an_unchanged_answer(tmp_path):
     root = make_answers_root(tmp_path)
     src, out, sub = root / "solutions" / f"{SAMPLE}.ipynb", root / "grades", root / "ann.ipynb"

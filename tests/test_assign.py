@@ -8,7 +8,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from conftest import SAMPLE, SAMPLE_URL, check, code, md, sample_solution
+from helpers import SAMPLE, SAMPLE_URL, check, code, md, sample_solution
 from xlalab import assign
 
 

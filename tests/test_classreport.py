@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from conftest import SAMPLE, make_answers_root, released
-from similarity_class import STUDENTS, class_notebooks
+from helpers import SAMPLE, make_answers_root, released
+from helpers.similarity_class import STUDENTS, class_notebooks
 from xlalab import grade
 from xlalab.grading import classreport, cli, similarity
 from xlalab.grading.faults import GRADED, NOT_GRADED, Fault, merge, row_faults
@@ -247,7 +247,7 @@ def test_a_mechanical_rewrite_of_a_copy_is_still_flagged(lab):
     """Break (issue 25): a copy read through an identity function, a no-op statement after each statement and
     filler words in its answers scored code 0.18 and answers 0.0 (not flagged) while the plain copy scored 1.00.
     Code is normalised before fingerprinting; a second, ordered signal ignores whatever was inserted."""
-    from similarity_class import ANA, handin, rewrite
+    from helpers.similarity_class import ANA, handin, rewrite
 
     zed = rewrite(ANA)
     assert "ident(" in zed["p1-answer"] and "None" in zed["p2-answer"] and "basically" in zed["p2-why"]

@@ -217,6 +217,7 @@ def test_held_probe_messages_keep_a_fatal_message_when_the_process_dies():
     assert out.returncode == 3 and "Unknown flag in TF_XLA_FLAGS" in out.stderr, out.stderr
 
 
+@pytest.mark.heavy   # two Python subprocesses import TensorFlow
 def test_quiet_tensorflow_says_no_gpu_in_one_line():
     """On this CPU machine, importing TensorFlow prints the CUDA probe's messages; quiet_tensorflow() prints one
     line instead (what a lab's setup cell shows)."""
@@ -233,6 +234,7 @@ def test_quiet_tensorflow_says_no_gpu_in_one_line():
     assert "cuInit" not in quiet.stderr and "cuda drivers" not in quiet.stderr, quiet.stderr
 
 
+@pytest.mark.heavy   # a Python subprocess imports TensorFlow
 def test_quiet_tensorflow_under_a_fake_gpu_prints_nothing(monkeypatch):
     monkeypatch.setenv("XLALAB_FAKE_GPU", "NVIDIA A100-SXM4-40GB")
     out = _python("from xlalab import compat\ncompat.quiet_tensorflow(list_devices=False)",
@@ -247,6 +249,7 @@ def test_glue_stand_in_shows_what_the_book_would_show(capsys):
     assert capsys.readouterr().out.strip() == "678"
 
 
+@pytest.mark.heavy   # a Python subprocess runs chapter_setup(), which imports TensorFlow
 def test_chapter_setup_gives_a_kernel_without_myst_nb_the_stand_in():
     """In a kernel without myst_nb (Colab), `from myst_nb import glue` works after the chapter's setup cell."""
     code = ("import importlib.util, sys\n"
@@ -296,6 +299,7 @@ def test_lab_setup_cells_start_tensorflow_quietly():
         assert src.index("xlalab.compat.quiet_tensorflow()") < src.index("import tensorflow"), path.name
 
 
+@pytest.mark.heavy   # a Python subprocess runs chapter_setup(), which imports TensorFlow
 def test_chapter_setup_runs_twice_and_beside_another_stand_in():
     """A setup cell run twice (the stand-in is then in sys.modules), or after a test's own stub without __spec__
     (compat_matrix's profiler capture): importlib's find_spec raised ValueError there."""

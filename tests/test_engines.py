@@ -12,40 +12,20 @@ from pathlib import Path
 
 import pytest
 
-from conftest import SAMPLE, answered, make_lab_root, released
+from helpers import LIMITS, SAMPLE, answered, cell, outputs, released, write_handins
 from xlalab import grade
 from xlalab.grading import engine
 from xlalab.grading.score import Row
 
 pytestmark = [pytest.mark.xdist_group("engines")]
 
-LIMITS = dict(cell_timeout=30, timeout=90, memory_gb=3)
-
-
-@pytest.fixture(scope="module")
-def lab_root(tmp_path_factory) -> Path:
-    return make_lab_root(tmp_path_factory.mktemp("repo"))
-
 
 @pytest.fixture(scope="module")
 def handins(lab_root, tmp_path_factory) -> Path:
-    import json
-
-    d = tmp_path_factory.mktemp("handins")
-    (d / "good.ipynb").write_text(json.dumps(answered(lab_root)), encoding="utf-8")
-    (d / "blank.ipynb").write_text(json.dumps(released(lab_root)), encoding="utf-8")
-    (d / "empty.ipynb").write_text("", encoding="utf-8")
-    nb = answered(lab_root)
-    next(c for c in nb.cells if c.get("id") == "p2-answer").source = "def total(x):\n    return 0.0"
-    (d / "wrong_total.ipynb").write_text(json.dumps(nb), encoding="utf-8")
-    return d
-
-
-def outputs(out: Path) -> dict[str, str]:
-    files = {"gradebook.csv": (out / "gradebook.csv").read_text(encoding="utf-8")}
-    for f in sorted((out / "feedback").glob("*.md")):
-        files[f.name] = f.read_text(encoding="utf-8")
-    return files
+    wrong_total = answered(lab_root)
+    cell(wrong_total, "p2-answer").source = "def total(x):\n    return 0.0"
+    return write_handins(tmp_path_factory.mktemp("handins"), {
+        "good": answered(lab_root), "blank": released(lab_root), "empty": "", "wrong_total": wrong_total})
 
 
 @pytest.mark.slow
@@ -77,6 +57,7 @@ def _dies_for_crash(lab, student, path, **kwargs) -> Row:
     return Row(student, lab.name, lab.maximum, status="graded")
 
 
+@pytest.mark.heavy   # a Dask cluster
 def test_a_worker_that_dies_loses_only_its_task(lab_root, tmp_path):
     from xlalab.grading.lab import load_lab
 
@@ -147,6 +128,7 @@ def _attack_from_the_worker(lab, student, path, **kwargs) -> Row:
     return Row(student, lab.name, lab.maximum, status=f"{out} {addr}")
 
 
+@pytest.mark.heavy   # a Dask cluster
 def test_the_run_cluster_refuses_connections_without_the_runs_credentials(lab_root, tmp_path):
     """Break (issue 25): under -j 2 another local user connected to the scheduler on 127.0.0.1 (no TLS, no
     authentication) and ran code in the workers. The run's cluster speaks TLS with a key made for the run."""

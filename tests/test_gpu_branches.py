@@ -18,7 +18,7 @@ import re
 from pathlib import Path
 
 import pytest
-from conftest import handin_copy
+from helpers import handin_copy
 
 REPO = Path(__file__).resolve().parent.parent
 FAKE_GPU = "NVIDIA A100-SXM4-40GB"

@@ -9,6 +9,7 @@ import pytest
 from xlalab import gpu_check, hw
 
 
+@pytest.mark.heavy   # a subprocess imports TensorFlow
 @pytest.mark.skipif(bool(hw.gpus()), reason="this machine has a GPU")
 def test_without_a_gpu_it_says_so_and_exits_non_zero(tmp_path):
     env = dict(os.environ, XLALAB_FAKE_GPU="NVIDIA A100-SXM4-40GB", TF_CPP_MIN_LOG_LEVEL="3")

@@ -17,8 +17,8 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from conftest import (SAMPLE, answered, cell, code, insert_after, make_answers_root, make_lab_root, released,
-                      sample_solution)
+from helpers import (SAMPLE, answered, cell, code, insert_after, make_answers_root, make_lab_root, released,
+                     sample_solution)
 from xlalab import grade
 from xlalab.grading import sandbox
 from xlalab.grading.gradebook import Gradebook
@@ -344,6 +344,7 @@ def test_spreadsheet_formulas_are_not_written_as_formulas(tmp_path):
                 assert not value[:1] in ("=", "+", "-", "@"), (path.name, value)
 
 
+@pytest.mark.heavy   # a grading run
 def test_a_name_with_newlines_forges_no_section_and_odd_names_are_graded(tmp_path):
     """Item 6: a newline in a name cannot start another student's section; a non-UTF-8 name is graded."""
     root = make_answers_root(_mkdir(tmp_path / "repo"))
@@ -408,6 +409,7 @@ def test_links_fifos_and_huge_hand_ins_are_refused_with_the_reason(tmp_path):
     assert "MODEL-SECRET" not in answers.split("## Answers", 1)[1], "the model answer was copied as an answer"
 
 
+@pytest.mark.heavy   # a grading run
 def test_one_broken_hand_in_never_stops_the_class(tmp_path):
     """Item 8: deeply nested JSON, an answer whose source is not text and a lone surrogate in a written answer
     each become that student's row with the reason; the others are graded and every file is written."""

@@ -19,7 +19,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from conftest import SAMPLE, answered, cell, code, insert_after, make_lab_root, released
+from helpers import SAMPLE, answered, cell, code, insert_after, released
 from xlalab import grade
 from xlalab.grading import CheckState  # noqa: F401  (the notebook side must keep importing)
 
@@ -120,11 +120,6 @@ def build_submissions(root: Path, out: Path) -> dict[str, Path]:
             path.write_text(json.dumps(content), encoding="utf-8")
         paths[name] = path
     return paths
-
-
-@pytest.fixture(scope="module")
-def lab_root(tmp_path_factory) -> Path:
-    return make_lab_root(tmp_path_factory.mktemp("repo"))
 
 
 @pytest.fixture(scope="module")

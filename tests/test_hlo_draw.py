@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from xlalab import hlo, hlo_draw
-from conftest import handin_copy
+from helpers import handin_copy
 
 CORPUS = Path(__file__).parent / "data" / "hlo"
 MODULE_FILES = sorted(p for p in CORPUS.glob("*.txt") if "buffer_assignment" not in p.name)

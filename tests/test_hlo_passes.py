@@ -228,6 +228,7 @@ def _click_next(page: Path) -> list[tuple[str, str]]:
     return [tuple(line.split("|", 1)) for line in m.group(1).strip().splitlines()]
 
 
+@pytest.mark.heavy   # headless Chromium
 def test_flipbook_next_button_and_arrow_key_change_frame_and_caption_in_chromium(tmp_path):
     book = _book(tmp_path)
     page = tmp_path / "book.html"
@@ -248,6 +249,7 @@ def test_flipbook_next_button_and_arrow_key_change_frame_and_caption_in_chromium
 # ---------------------------------------------------------------------------------------------
 # A real compile.
 
+@pytest.mark.heavy   # XLA dumps every pass: 20 s
 def test_passes_of_a_real_function_start_unoptimized_and_end_optimized(tmp_path):
     tf = pytest.importorskip("tensorflow")
 

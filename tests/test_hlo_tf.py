@@ -103,6 +103,7 @@ def test_fake_gpu_hook(monkeypatch):
         hlo.hlo_text(lambda a, b: tf.matmul(a, b), tf.ones([2, 3]), tf.ones([4, 5]))
 
 
+@pytest.mark.heavy   # a TensorFlow subprocess dumps every pass
 def test_every_file_of_a_full_dump_parses(tmp_path):
     """Acceptance: hlo.parse on every *.txt of a full --xla_dump_to directory (all passes) never raises."""
     source = ("import tensorflow as tf\n"

@@ -254,6 +254,7 @@ def test_summary_describes_machine():
     assert "cores" in s.describe()
 
 
+@pytest.mark.heavy   # a subprocess imports TensorFlow and measures the machine
 def test_command_line_prints_summary():
     out = subprocess.run([sys.executable, "-m", "xlalab.hw"], capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr[-2000:]

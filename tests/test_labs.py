@@ -20,7 +20,7 @@ import pytest
 
 from xlalab import assign, grade
 from xlalab.grading import answers as answers_mod
-from conftest import handin_copy
+from helpers import handin_copy
 
 REPO = Path(__file__).resolve().parent.parent
 SOLUTIONS = sorted((REPO / "solutions").glob("lab*.ipynb"))
@@ -209,6 +209,7 @@ def _second_moment_ln(x, gamma, beta):
     return 0.5 * y * (1.0 + tf.tanh(0.7978845608 * (y + 0.044715 * y * y * y)))
 
 
+@pytest.mark.heavy   # compiles many layer norms: 12 s
 def test_lab02_ln_checks_hold_a_fused_layer_norm_to_the_reference_at_its_own_shapes(monkeypatch):
     """The kernels of a correct layer norm depend on the shapes on XLA:CPU (8 at [8, 2048], 5 at [512, 512]):
     other correct formulations pass both ln-rewrite checks, the per-row loop and a split in two halves fail."""
@@ -234,6 +235,7 @@ def test_lab02_ln_checks_hold_a_fused_layer_norm_to_the_reference_at_its_own_sha
             exec(checks[0], {**ns, "ln_gelu_fast": wrong})
 
 
+@pytest.mark.heavy   # compiles a chain per shape: 8 s
 def test_lab02_chain_bytes_rule_matches_the_unoptimized_hlo_on_every_shape(monkeypatch):
     """The counting rule Part 3 states, as the solution implements it, gives summary()'s bytes on rank-0 inputs,
     one-element and empty arrays too, where TensorFlow's lowering skips the broadcast of the scalar constant."""

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import SAMPLE, answered, insert_after, make_lab_root
+from helpers import SAMPLE, answered, insert_after
 from xlalab import grade
 from xlalab.grading import sandbox
 
@@ -129,11 +129,6 @@ def attacks(root: Path, subs: Path, out: Path, port: int) -> dict[str, str]:
         "oom_killed": "import os, signal\nos.kill(os.getpid(), signal.SIGKILL)  # what the OOM killer does",
         "memory_bomb": "hog = [np.ones(2**30, np.uint8) for _ in range(16)]  # 16 GiB",
     }
-
-
-@pytest.fixture(scope="module")
-def lab_root(tmp_path_factory) -> Path:
-    return make_lab_root(tmp_path_factory.mktemp("repo"))
 
 
 @pytest.fixture(scope="module")
@@ -297,7 +292,7 @@ def unjailed(lab_root, tmp_path_factory):
     two others (file names sort a_blank, b_overwrites_gradebooks, good); one that reads the source."""
     subs = tmp_path_factory.mktemp("handins-open")
     out = tmp_path_factory.mktemp("grades-open")
-    from conftest import released
+    from helpers import released
     write(subs, "a_blank", released(lab_root))
     write(subs, "b_overwrites_gradebooks", insert_after(answered(lab_root), "p1-check", overwrite_gradebooks(out)))
     write(subs, "good", answered(lab_root))

@@ -9,7 +9,6 @@ skipped with the reason elsewhere. The sample lab (NumPy only) keeps it short: a
 
 from __future__ import annotations
 
-import json
 import os
 import threading
 import time
@@ -17,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import SAMPLE, answered, cell, insert_after, make_lab_root, released
+from helpers import LIMIT_ARGS, SAMPLE, answered, cell, insert_after, outputs, released, write_handins
 from slurm_local import LocalSlurm, unavailable
 from xlalab import grade
 from xlalab.grading import engine
@@ -25,7 +24,6 @@ from xlalab.grading import engine
 pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("slurm")]
 
 
-LIMITS = ["--cell-timeout", "30", "--timeout", "90", "--memory-gb", "3"]
 JOBS = ["--cluster", "slurm", "--cores", "1", "--memory", "1GB", "--walltime", "00:10:00", "--cluster-jobs", "2"]
 HOSTILE = """import os
 try:   # outside the work folder: read-only in the jail
@@ -41,32 +39,21 @@ os._exit(3)
 
 
 @pytest.fixture(scope="module")
-def lab_root(tmp_path_factory) -> Path:
-    return make_lab_root(tmp_path_factory.mktemp("repo"))
-
-
-@pytest.fixture(scope="module")
 def handins(lab_root, tmp_path_factory) -> Path:
     """The solution, the blank lab, two faulty hand-ins and one hostile one."""
-    d = tmp_path_factory.mktemp("handins")
-    (d / "solution.ipynb").write_text(json.dumps(answered(lab_root)), encoding="utf-8")
-    (d / "blank.ipynb").write_text(json.dumps(released(lab_root)), encoding="utf-8")
-    nb = answered(lab_root)
-    cell(nb, "p2-answer").source = "def total(x):\n    return 0.0"
-    (d / "wrong_total.ipynb").write_text(json.dumps(nb), encoding="utf-8")
-    nb = answered(lab_root)
-    cell(nb, "p1-answer").source = "def scale(x, k):\n    return [v * k for v in x"   # a syntax error
-    (d / "syntax_error.ipynb").write_text(json.dumps(nb), encoding="utf-8")
-    nb = insert_after(answered(lab_root), "p1-check", HOSTILE)
-    (d / "hostile.ipynb").write_text(json.dumps(nb), encoding="utf-8")
-    return d
+    wrong_total, syntax_error = answered(lab_root), answered(lab_root)
+    cell(wrong_total, "p2-answer").source = "def total(x):\n    return 0.0"
+    cell(syntax_error, "p1-answer").source = "def scale(x, k):\n    return [v * k for v in x"   # a syntax error
+    return write_handins(tmp_path_factory.mktemp("handins"), {
+        "solution": answered(lab_root), "blank": released(lab_root), "wrong_total": wrong_total,
+        "syntax_error": syntax_error, "hostile": insert_after(answered(lab_root), "p1-check", HOSTILE)})
 
 
 @pytest.fixture(scope="module")
 def local_book(lab_root, handins, tmp_path_factory) -> Path:
     out = tmp_path_factory.mktemp("local")
     assert grade.main([str(lab_root / "solutions" / f"{SAMPLE}.ipynb"), str(handins), "--out", str(out),
-                       *LIMITS]) == 0
+                       *LIMIT_ARGS]) == 0
     return out
 
 
@@ -90,13 +77,6 @@ def slurm(tmp_path_factory):
             os.environ.pop(k, None)
         else:
             os.environ[k] = v
-
-
-def outputs(out: Path) -> dict[str, str]:
-    files = {"gradebook.csv": (out / "gradebook.csv").read_text(encoding="utf-8")}
-    for f in sorted((out / "feedback").glob("*.md")):
-        files[f.name] = f.read_text(encoding="utf-8")
-    return files
 
 
 class Queue:
@@ -141,7 +121,7 @@ def test_grading_on_slurm_equals_the_local_engine(lab_root, handins, local_book,
     start = time.monotonic()
     with Queue(slurm) as queue:
         assert grade.main([str(lab_root / "solutions" / f"{SAMPLE}.ipynb"), str(handins), "--out", str(out),
-                           *JOBS, *LIMITS]) == 0
+                           *JOBS, *LIMIT_ARGS]) == 0
     wall = time.monotonic() - start
     print(f"graded 5 hand-ins on the local Slurm in {wall:.1f} s ({60 * 5 / wall:.1f} per minute), "
           f"2 one-core jobs, load average {os.getloadavg()[0]:.1f}, {os.cpu_count()} CPUs; jobs seen: "
@@ -163,7 +143,7 @@ def test_grading_on_slurm_equals_the_local_engine(lab_root, handins, local_book,
 def test_a_cancelled_worker_job_loses_no_submission(lab_root, handins, local_book, slurm, tmp_path):
     out = tmp_path / "cancel"
     result: dict[str, int] = {}
-    argv = [str(lab_root / "solutions" / f"{SAMPLE}.ipynb"), str(handins), "--out", str(out), *JOBS, *LIMITS]
+    argv = [str(lab_root / "solutions" / f"{SAMPLE}.ipynb"), str(handins), "--out", str(out), *JOBS, *LIMIT_ARGS]
     with Queue(slurm) as queue:
         t = threading.Thread(target=lambda: result.setdefault("rc", grade.main(argv)))
         t.start()
@@ -187,12 +167,12 @@ def test_a_cancelled_worker_job_loses_no_submission(lab_root, handins, local_boo
 def test_an_unreachable_controller_is_a_clear_error_and_keeps_the_rows(lab_root, handins, slurm, tmp_path, capsys):
     out = tmp_path / "down"
     lab = str(lab_root / "solutions" / f"{SAMPLE}.ipynb")
-    assert grade.main([lab, str(handins / "solution.ipynb"), "--out", str(out), *LIMITS]) == 0
+    assert grade.main([lab, str(handins / "solution.ipynb"), "--out", str(out), *LIMIT_ARGS]) == 0
     before = (out / "gradebook.csv").read_text()
     slurm.stop_controller()
     capsys.readouterr()
     start = time.monotonic()
-    assert grade.main([lab, str(handins), "--out", str(out), *JOBS, *LIMITS]) == 2
+    assert grade.main([lab, str(handins), "--out", str(out), *JOBS, *LIMIT_ARGS]) == 2
     took = time.monotonic() - start
     err = capsys.readouterr().err
     assert took < 60, f"the error took {took:.0f} s"

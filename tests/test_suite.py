@@ -23,6 +23,7 @@ def tiny(tmp_path_factory):
     return doc, out
 
 
+@pytest.mark.heavy   # tiny: a run of the whole suite, 2 minutes
 @pytest.mark.timeout(900)
 def test_tiny_run_has_every_workload_and_mode(tiny):
     doc, _ = tiny
@@ -35,6 +36,7 @@ def test_tiny_run_has_every_workload_and_mode(tiny):
             assert (w, m) in seen, f"{w}/{m} missing"
 
 
+@pytest.mark.heavy   # tiny: a run of the whole suite
 def test_tiny_run_is_correct_and_timed(tiny):
     doc, _ = tiny
     for r in doc["results"]:
@@ -53,6 +55,7 @@ def test_tiny_run_is_correct_and_timed(tiny):
             assert r["speedup_vs_graph"] == pytest.approx(1.0)
 
 
+@pytest.mark.heavy   # tiny: a run of the whole suite
 def test_tiny_run_reports_fusions_and_targets(tiny):
     doc, _ = tiny
     mem = next(r for r in doc["results"] if r["case"] == "memory" and r["mode"] == "xla")
@@ -62,6 +65,7 @@ def test_tiny_run_reports_fusions_and_targets(tiny):
     assert {"best", "best_gbps", "copy_gbps", "numpy_gbps", "formulations_gbps"} <= set(gemv)
 
 
+@pytest.mark.heavy   # tiny: a run of the whole suite
 def test_tiny_run_writes_json_and_plots(tiny):
     doc, out = tiny
     assert json.loads(out.read_text())["results"] == doc["results"]

@@ -93,13 +93,14 @@ def test_a_hand_in_named_after_the_lab_takes_its_folder_name(tmp_path):
     assert [n for n, _ in expand_submissions([other], "lab90_sample")] == ["my_work"]
 
 
+@pytest.mark.heavy   # a grading run
 def test_a_hard_link_to_the_source_is_refused_and_a_byte_copy_is_flagged(tmp_path):
     """Break: a hard link to the private source (a tar unpacked with Python's defaults makes one) is a regular
     file: it earned 20/20 with the model answers filed as the student's. It is refused (same device and inode as
     a source file), its answers are not read; a hand-in whose bytes equal a source notebook's is flagged."""
     import shutil
 
-    from conftest import make_answers_root, MODEL_WHY, SAMPLE
+    from helpers import make_answers_root, MODEL_WHY, SAMPLE
     from xlalab import grade
 
     (tmp_path / "repo").mkdir()
@@ -125,10 +126,10 @@ def test_a_hard_link_to_the_source_is_refused_and_a_byte_copy_is_flagged(tmp_pat
 
 
 def _surrogate_class(tmp_path):
-    """The similarity class of tests/similarity_class.py, ben's copy holding a lone surrogate (``\\ud800`` in
+    """The similarity class of tests/helpers/similarity_class.py, ben's copy holding a lone surrogate (``\\ud800`` in
     the JSON) in his own cell and his written answer."""
-    from conftest import SAMPLE, make_answers_root, released
-    from similarity_class import class_notebooks
+    from helpers import SAMPLE, make_answers_root, released
+    from helpers.similarity_class import class_notebooks
 
     (tmp_path / "repo").mkdir()
     root = make_answers_root(tmp_path / "repo")
@@ -144,6 +145,7 @@ def _surrogate_class(tmp_path):
     return root / "solutions" / f"{SAMPLE}.ipynb", subs
 
 
+@pytest.mark.heavy   # a grading run
 def test_a_lone_surrogate_in_a_flagged_hand_in_stops_no_class_output(tmp_path):
     """Break: one lone surrogate in a flagged hand-in stopped report.html for the whole class (the pair's cells
     side by side), and that student's working hand-in became "not graded"."""
@@ -170,12 +172,13 @@ def test_a_lone_surrogate_in_a_flagged_hand_in_stops_no_class_output(tmp_path):
     assert "ana" in text and "ben" in text and "Similar hand-ins" in text and 'id="similar"' in text
 
 
+@pytest.mark.heavy   # a grading run
 def test_the_graders_own_work_on_a_hand_in_of_130000_cells_is_bounded(tmp_path):
     """Break: 130,000 Markdown cells (9.7 MB) cost 67 s in the grader's own process, outside --timeout and the
     jail. A hand-in of more than MAX_CELLS cells is refused at reading, before any per-cell work."""
     import time
 
-    from conftest import SAMPLE, make_answers_root, released
+    from helpers import SAMPLE, make_answers_root, released
     from xlalab.grading import answers as answers_mod, similarity
     from xlalab.grading.lab import load_lab
     from xlalab.grading.submissions import MAX_CELLS
@@ -209,12 +212,13 @@ time.sleep(1000)
 """
 
 
+@pytest.mark.heavy   # a kernel, up to the cell timeout
 def test_a_kernel_flooding_its_own_sockets_is_stopped_at_the_cell_timeout(tmp_path):
     """Break: a kernel writing to its own ZMQ sockets wedged pytest past the cell timeout and the kernel's death,
     up to the notebook's limit (here 120 s). The watchdog fails the cell within a second of its timeout."""
     import time
 
-    from conftest import SAMPLE, answered, insert_after, make_lab_root
+    from helpers import SAMPLE, answered, insert_after, make_lab_root
     from xlalab.grading.lab import load_lab
     from xlalab.grading.task import grade_one
 

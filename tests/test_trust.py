@@ -20,7 +20,7 @@ import nbformat
 import numpy as np
 import pytest
 
-from conftest import SAMPLE, answered, code, insert_after, make_lab_root, released, sample_solution
+from helpers import SAMPLE, answered, code, insert_after, make_lab_root, released, sample_solution
 from xlalab import grade
 from xlalab.grading import sandbox
 

@@ -14,6 +14,7 @@ from xlalab import hlo  # noqa: E402
 from xlalab.workloads import count_params, fusion, gemv, layer_flops, rel_error, resnet, transformer  # noqa: E402
 
 
+@pytest.mark.heavy   # builds two Keras ResNet-50s (ours and keras.applications): 13 s
 def test_resnet50_matches_keras_applications_parameter_count():
     ours = resnet.build_resnet50((32, 32, 3), classes=10)
     theirs = keras.applications.ResNet50(weights=None, input_shape=(32, 32, 3), classes=10)
@@ -21,6 +22,7 @@ def test_resnet50_matches_keras_applications_parameter_count():
     assert count_params(ours) == count_params(theirs)
 
 
+@pytest.mark.heavy   # builds and runs a Keras ResNet-18: 7 s
 def test_resnet18_is_the_standard_cifar_resnet18():
     model = resnet.build_resnet18((32, 32, 3), classes=10)
     assert count_params(model) == 11_173_962  # He et al.'s ResNet-18 with a 3x3 stem, 10 classes
@@ -92,6 +94,7 @@ def test_decoder_parameter_count_and_flops():
     assert transformer.flops(3, seq, d, n, v) == 3 * fwd
 
 
+@pytest.mark.heavy   # trains two models: 19 s
 def test_training_steps_reduce_the_loss():
     keras.utils.set_random_seed(0)
     s = resnet.sizes("tiny")

@@ -20,6 +20,8 @@ from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
+from xlalab import fmt
+
 #: The clock every timing here reads (seconds, monotonic). Tests replace it with a scripted clock so that a
 #: stopping rule or a verdict can be forced without timing real code.
 _clock: Callable[[], float] = time.perf_counter
@@ -144,16 +146,9 @@ class Timing:
         return d
 
     def __str__(self) -> str:
-        return (f"{self.name}: median {_fmt_time(self.median_s)} "
-                f"(IQR {_fmt_time(self.iqr_s)}, n={len(self.samples_s)}), first call {_fmt_time(self.first_call_s)}")
-
-
-def _fmt_time(s: float) -> str:
-    if s >= 1:
-        return f"{s:.3g} s"
-    if s >= 1e-3:
-        return f"{s * 1e3:.3g} ms"
-    return f"{s * 1e6:.3g} us"
+        return (f"{self.name}: median {fmt.duration(self.median_s)} "
+                f"(IQR {fmt.duration(self.iqr_s)}, n={len(self.samples_s)}), "
+                f"first call {fmt.duration(self.first_call_s)}")
 
 
 def _time_call(fn: Callable, args: Sequence, do_sync: bool) -> float:
@@ -291,10 +286,12 @@ class Comparison:
         rows = [head, "-" * len(head)]
         for name, t in self.timings.items():
             lo, hi = self.cis[name]
-            rows.append(f"{name:<16} {_fmt_time(t.first_call_s):>11} {_fmt_time(t.median_s):>10} "
-                        f"{_fmt_time(t.iqr_s):>9} {len(t.samples_s):>5}  {self.speedups[name]:.2f}x [{lo:.2f}, {hi:.2f}]")
+            rows.append(f"{name:<16} {fmt.duration(t.first_call_s):>11} {fmt.duration(t.median_s):>10} "
+                        f"{fmt.duration(t.iqr_s):>9} {len(t.samples_s):>5}  "
+                        f"{self.speedups[name]:.2f}x [{lo:.2f}, {hi:.2f}]")
         if self.target_rel_width is not None:
-            rows.append(f"{self.rounds} rounds in {_fmt_time(self.elapsed_s)}; stopped: {STOP_REASONS[self.stopped]}")
+            rows.append(f"{self.rounds} rounds in {fmt.duration(self.elapsed_s)}; "
+                        f"stopped: {STOP_REASONS[self.stopped]}")
         return "\n".join(rows)
 
     def to_dict(self) -> dict[str, Any]:

@@ -17,6 +17,8 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from xlalab.files import atomic_write
+
 PROFILES = ("gpu", "cpu", "tiny")
 
 
@@ -512,9 +514,7 @@ def _store_cache(key: str, value: Any) -> None:
     path = _cache_path()
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_suffix(f".{os.getpid()}.tmp")
-        tmp.write_text(json.dumps(data, indent=1))
-        tmp.replace(path)
+        atomic_write(path, json.dumps(data, indent=1))
     except OSError:
         pass
 

@@ -23,6 +23,7 @@ import re
 from pathlib import Path
 from typing import Any
 
+from xlalab import fmt
 from xlalab.grading import assign
 from xlalab.grading.lab import Lab
 from xlalab.grading.score import ANSWERED, EMPTY, MISSING, UNCHANGED, AnswerResult, Row
@@ -31,10 +32,6 @@ from xlalab.grading.submissions import printable
 MANUAL_COLUMNS = ("student", "question", "points", "comment")
 _NO_ANSWER = {EMPTY: "no answer (blank): 0 points", UNCHANGED: "no answer (the box was left as released): 0 points",
               MISSING: "no answer (the answer cell was deleted): 0 points"}
-
-
-def _fmt(x: float) -> str:
-    return f"{x:g}"
 
 
 def _normal(text: str) -> str:
@@ -103,14 +100,14 @@ def _quote(text: str) -> str:
 
 def answer_file_text(lab: Lab, answer: assign.Answer, rows: list[Row]) -> str:
     """The Markdown file of one question: rubric and model answer, then each student's answer."""
-    lines = [f"# {lab.name}: `{answer.answer}` ({_fmt(answer.points)} points)", "",
+    lines = [f"# {lab.name}: `{answer.answer}` ({fmt.points(answer.points)} points)", "",
              "## Rubric", "", answer.rubric.strip() or "(none given)", "",
              "## Model answer", "", _quote(answer.model) or "(none)", "", "## Answers", ""]
     for row in sorted(rows, key=lambda r: r.student):
         res = next((a for a in row.answers if a.answer == answer.answer), None)
         if res is None:
             continue
-        score = "not scored yet" if res.earned is None else f"{_fmt(res.earned)} / {_fmt(res.points)}"
+        score = "not scored yet" if res.earned is None else f"{fmt.points(res.earned)} / {fmt.points(res.points)}"
         lines += [f"### {printable(row.student)} ({res.state}; {score})", ""]
         if res.state == ANSWERED:
             lines += [_quote(res.text), ""]
@@ -165,7 +162,7 @@ def write_manual_template(lab: Lab, rows: list[Row], path: str | Path) -> Path:
         for res in row.answers:
             if (row.student, res.answer) not in have:
                 new.append({"student": row.student, "question": res.answer,
-                            "points": "" if res.earned is None else _fmt(res.earned),
+                            "points": "" if res.earned is None else fmt.points(res.earned),
                             "comment": "" if res.state == ANSWERED else _NO_ANSWER[res.state]})
     if new or not path.exists():
         buf = io.StringIO()
@@ -208,7 +205,7 @@ def merge_manual(lab: Lab, rows: dict[str, Row], lines: list[dict[str, str]]) ->
             errors.append(f"{where}: points {points!r} is not a number")
             continue
         if not 0 <= value <= maxima[question]:
-            errors.append(f"{where}: {points} points is outside 0..{_fmt(maxima[question])}, the question's "
+            errors.append(f"{where}: {points} points is outside 0..{fmt.points(maxima[question])}, the question's "
                           "maximum")
             continue
         row = rows[student]

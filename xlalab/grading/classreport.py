@@ -33,6 +33,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from xlalab import fmt
+from xlalab.files import atomic_write
 from xlalab.grading.faults import KINDS, NOT_GRADED, merge
 from xlalab.grading.lab import Lab
 from xlalab.grading.score import ANSWERED, EMPTY, MISSING, UNCHANGED, Row
@@ -40,10 +42,6 @@ from xlalab.grading.similarity import DEFAULT_THRESHOLD, Pair
 
 TOP_MESSAGES = 30
 SLOWEST = 5
-
-
-def _fmt(x: float) -> str:
-    return f"{x:g}"
 
 
 def shown(message: str) -> str:
@@ -226,7 +224,8 @@ def page(s: Summary, rows: list[Row]) -> str:
     """The HTML of the report."""
     parts = [f"<h1>{_e(s.lab)}: class report</h1>",
              f'<p class="note">{s.students} students in the gradebook, {s.ran} ran; automatic points out of '
-             f"{_fmt(s.max_auto)}" + (f", written answers out of {_fmt(s.max_manual)}" if s.max_manual else "")
+             f"{fmt.points(s.max_auto)}"
+             + (f", written answers out of {fmt.points(s.max_manual)}" if s.max_manual else "")
              + ". Made by the grader from its own rows; nothing here is decided automatically.</p>"]
     parts.append("<h2>Most frequent failures</h2>")
     if s.messages:
@@ -242,12 +241,13 @@ def page(s: Summary, rows: list[Row]) -> str:
     q = s.quartiles.get("auto") or []
     if s.auto:
         parts.append(f'<img alt="histogram of automatic points" src="'
-                     f'{_histogram(s.auto, s.max_auto, "automatic points", f"points (of {_fmt(s.max_auto)})")}">')
+                     f'{_histogram(s.auto, s.max_auto, "automatic points", f"points (of {fmt.points(s.max_auto)})")}">')
     stats = [["automatic", *(f"{v:.4g}" for v in q)]] if q else []
     if s.totals is not None:
         pending = sum(x["pending"] for x in s.questions)
-        parts.append(f'<img alt="histogram of total points" src="'
-                     f'{_histogram(s.totals, s.max_auto + s.max_manual, "total with the written points merged", f"points (of {_fmt(s.max_auto + s.max_manual)})")}">')
+        total = s.max_auto + s.max_manual
+        chart = _histogram(s.totals, total, "total with the written points merged", f"points (of {fmt.points(total)})")
+        parts.append(f'<img alt="histogram of total points" src="{chart}">')
         stats.append(["total (written merged)", *(f"{v:.4g}" for v in s.quartiles.get("total", []))])
         if pending:
             parts.append(f'<p class="note">{pending} written answers are not scored yet (counted as 0 in the '
@@ -257,7 +257,7 @@ def page(s: Summary, rows: list[Row]) -> str:
                             {1, 2, 3}))
     parts.append("<h2>Per check</h2>")
     parts.append(_table("checks", ["check", "points", "passed", "pass rate", "mean points", "most frequent failure"],
-                        [[_check_name(c["check"], c["hidden"]), _fmt(c["points"]), f'{c["passed"]} / {c["rows"]}',
+                        [[_check_name(c["check"], c["hidden"]), fmt.points(c["points"]), f'{c["passed"]} / {c["rows"]}',
                           _pct(c["rate"]), f'{c["mean"]:.3g}',
                           (f'{c["top_students"]}: <span class="msg">{_e(c["top"])}</span>' if c["top"] else "")]
                          for c in s.checks], {1, 2, 3, 4}))
@@ -265,7 +265,7 @@ def page(s: Summary, rows: list[Row]) -> str:
         parts.append("<h2>Written questions</h2>")
         parts.append(_table("questions", ["question", "points", "answered", "blank", "scored", "not scored yet",
                                           "mean points (of those with points)"],
-                            [[f'<code>{_e(x["question"])}</code>', _fmt(x["points"]), x["answered"], x["blank"],
+                            [[f'<code>{_e(x["question"])}</code>', fmt.points(x["points"]), x["answered"], x["blank"],
                               x["scored"], x["pending"], "" if x["mean"] is None else f'{x["mean"]:.3g}']
                              for x in s.questions], {1, 2, 3, 4, 5, 6}))
     parts.append("<h2>Time per submission</h2>")
@@ -330,10 +330,8 @@ def write_report(lab: Lab, rows: list[Row], out: str | Path, *, threshold: float
     owns = similarity.load(out, [r.student for r in rows])
     pairs = similarity.pairs(lab, owns, threshold) if len(owns) > 1 else []
     summary = summarize(lab, rows, pairs, threshold=threshold, compared=len(owns))
-    from xlalab.grading.gradebook import _atomic_write
-
     path = Path(out) / "report.html"
     # A fresh file, never through a planted link; a character UTF-8 cannot hold (a lone surrogate some hand-in
     # smuggled past the readers) is written escaped, never stops the class's page.
-    _atomic_write(path, page(summary, rows).encode("utf-8", errors="backslashreplace"))
+    atomic_write(path, page(summary, rows).encode("utf-8", errors="backslashreplace"), 0o644)
     return path

@@ -34,16 +34,13 @@ import io
 import re
 from pathlib import Path
 
+from xlalab import fmt
 from xlalab.grading.score import Row
 
 KINDS = ("canvas", "moodle", "csv")
 CANVAS_ID_COLUMNS = ("Student", "ID", "SIS User ID", "SIS Login ID", "Section")
 CANVAS_POINTS_ROW = "    Points Possible"
 MOODLE_ID_COLUMNS = {"username": "Username", "email": "Email address", "idnumber": "ID number"}
-
-
-def _fmt(x: float) -> str:
-    return f"{x:g}"
 
 
 def read_roster(path: str | Path | None) -> dict[str, dict[str, str]]:
@@ -86,12 +83,12 @@ def canvas_name(name: str) -> str:
 
 def canvas(rows: list[Row], assignment: str, maximum: float, roster: dict[str, dict[str, str]]) -> str:
     header = [*CANVAS_ID_COLUMNS, assignment]
-    lines = [[CANVAS_POINTS_ROW, "", "", "", "", _fmt(maximum)]]
+    lines = [[CANVAS_POINTS_ROW, "", "", "", "", fmt.points(maximum)]]
     for r in sorted(rows, key=lambda r: r.student):
         ids = roster.get(r.student, {})
         lines.append([canvas_name(ids.get("Student") or r.student), ids.get("ID", ""), ids.get("SIS User ID", ""),
                       ids.get("SIS Login ID") or ("" if ids else r.student), ids.get("Section", ""),
-                      _fmt(r.total)])
+                      fmt.points(r.total)])
     return _write(header, lines, raw_first=True)
 
 
@@ -102,7 +99,7 @@ def moodle(rows: list[Row], item: str, roster: dict[str, dict[str, str]], id_fie
     for r in sorted(rows, key=lambda r: r.student):
         ids = roster.get(r.student, {})
         ident = ids.get(column) or ids.get(id_field) or r.student
-        lines.append([ident, _fmt(r.total), _fmt(r.auto), _fmt(r.manual)])
+        lines.append([ident, fmt.points(r.total), fmt.points(r.auto), fmt.points(r.manual)])
     return _write(header, lines)
 
 

@@ -2,36 +2,33 @@
 
 from __future__ import annotations
 
+from xlalab import fmt
 from xlalab.grading.faults import NOT_GRADED
 from xlalab.grading.score import Row
 from xlalab.grading.submissions import printable
 
 
-def _fmt(x: float) -> str:
-    return f"{x:g}"
-
-
 def feedback_text(row: Row) -> str:
     """The Markdown feedback for one student."""
     lines = [f"# {row.lab}: feedback for {printable(row.student)}", "",
-             f"**Score: {_fmt(row.total)} / {_fmt(row.maximum)} points** ({row.status})", ""]
+             f"**Score: {fmt.points(row.total)} / {fmt.points(row.maximum)} points** ({row.status})", ""]
     if row.answers:
-        lines += [f"Automatic checks: {_fmt(row.auto)} / {_fmt(row.max_auto)}; written answers: "
-                  f"{_fmt(row.manual)} / {_fmt(row.max_manual)}"
+        lines += [f"Automatic checks: {fmt.points(row.auto)} / {fmt.points(row.max_auto)}; written answers: "
+                  f"{fmt.points(row.manual)} / {fmt.points(row.max_manual)}"
                   + (f" ({len(row.pending)} not scored yet)" if row.pending else "") + ".", ""]
     if row.state == NOT_GRADED:
         lines += [f"Your submission could not be graded: {row.status.removeprefix('not graded: ')}.", ""]
     lines += ["| check | kind | points | result |", "|---|---|---|---|"]
     for c in row.checks:
         result = "pass" if c.passed else "FAIL: " + c.message.replace("|", "\\|").replace("\n", " ")
-        lines.append(f"| `{c.check}` | {'hidden' if c.hidden else 'visible'} | {_fmt(c.earned)} / "
-                     f"{_fmt(c.points)} | {result} |")
+        lines.append(f"| `{c.check}` | {'hidden' if c.hidden else 'visible'} | {fmt.points(c.earned)} / "
+                     f"{fmt.points(c.points)} | {result} |")
     if row.answers:
         lines += ["", "## Written answers", "", "| question | points | comment |", "|---|---|---|"]
         for a in row.answers:
-            got = "not scored yet" if a.earned is None else _fmt(a.earned)
+            got = "not scored yet" if a.earned is None else fmt.points(a.earned)
             comment = (a.comment or "").replace("|", "\\|").replace("\n", " ")
-            lines.append(f"| `{a.answer}` | {got} / {_fmt(a.points)} | {comment} |")
+            lines.append(f"| `{a.answer}` | {got} / {fmt.points(a.points)} | {comment} |")
     if row.tampering:
         lines += ["", "## Tampering", ""] + [f"- {t}" for t in row.tampering]
     if row.restored:
@@ -52,7 +49,7 @@ def summary_table(rows: list[Row], elapsed: float | None = None, slowest: int = 
     width = max([len(printable(r.student)) for r in rows] + [7])
     lines = [f"{'student':<{width}}  {'points':>11}  {'time':>6}  status"]
     for r in sorted(rows, key=lambda r: r.student):
-        lines.append(f"{printable(r.student):<{width}}  {_fmt(r.total) + ' / ' + _fmt(r.maximum):>11}  "
+        lines.append(f"{printable(r.student):<{width}}  {fmt.points(r.total) + ' / ' + fmt.points(r.maximum):>11}  "
                      f"{r.seconds:5.0f}s  {r.status}")
     if elapsed is not None and rows:
         graded = [r for r in rows if r.state != NOT_GRADED]

@@ -35,16 +35,14 @@ import time
 from pathlib import Path
 from typing import Any
 
+from xlalab import fmt
+from xlalab.files import atomic_write
 from xlalab.grading.feedback import feedback_text
 from xlalab.grading.score import Row
 from xlalab.grading.submissions import safe_name
 
 FIXED = ("student", "total", "max")
 SPLIT = ("auto", "max_auto", "manual", "max_manual")   # a lab with written answers: automatic and manual apart
-
-
-def _fmt(x: float) -> str:
-    return f"{x:g}"
 
 
 def state_dir() -> Path:
@@ -71,12 +69,13 @@ def spool_dir(out: str | Path) -> Path:
 def csv_record(row: Row) -> dict[str, str]:
     """A row as the CSV writes it: student, total, max, one column per check, status; with written answers
     also auto, max_auto, manual, max_manual and one column per question (blank until scored)."""
-    rec = {"student": row.student, "total": _fmt(row.total), "max": _fmt(row.maximum), "status": row.status}
-    rec.update({c.check: _fmt(c.earned) for c in row.checks})
+    rec = {"student": row.student, "total": fmt.points(row.total), "max": fmt.points(row.maximum),
+           "status": row.status}
+    rec.update({c.check: fmt.points(c.earned) for c in row.checks})
     if row.answers:
-        rec.update({"auto": _fmt(row.auto), "max_auto": _fmt(row.max_auto), "manual": _fmt(row.manual),
-                    "max_manual": _fmt(row.max_manual)})
-        rec.update({a.answer: "" if a.earned is None else _fmt(a.earned) for a in row.answers})
+        rec.update({"auto": fmt.points(row.auto), "max_auto": fmt.points(row.max_auto),
+                    "manual": fmt.points(row.manual), "max_manual": fmt.points(row.max_manual)})
+        rec.update({a.answer: "" if a.earned is None else fmt.points(a.earned) for a in row.answers})
         if row.pending:
             rec["status"] = f"{row.status}; written answers not scored yet: {', '.join(row.pending)}"
     return rec
@@ -100,14 +99,6 @@ def _read(path: Path) -> bytes | None:
         return None
     except OSError:
         return b"\0unreadable"
-
-
-def _atomic_write(path: Path, data: bytes, mode: int = 0o644) -> None:
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, mode)
-    with os.fdopen(fd, "wb") as f:
-        f.write(data)
-    os.replace(tmp, path)
 
 
 class Gradebook:
@@ -161,7 +152,7 @@ class Gradebook:
                 os.replace(f, stale / f.name)
         if not folder:
             folder = secrets.token_hex(16)
-            _atomic_write(self._marker, (folder + "\n").encode())
+            atomic_write(self._marker, (folder + "\n").encode(), 0o644)
         self._token = folder
         (self.spool / "out.txt").write_text(str(self.out.resolve()) + "\n", encoding="utf-8")
         for f in sorted(self.spool.glob("row-*.json")):
@@ -212,7 +203,7 @@ class Gradebook:
     def _save_manifest(self) -> None:
         data = {"out": str(self.out.resolve()), "folder": self._token, "sha256": self._written,
                 "columns": self.columns()}
-        _atomic_write(self.spool / "manifest.json", json.dumps(data, indent=1).encode(), 0o600)
+        atomic_write(self.spool / "manifest.json", json.dumps(data, indent=1).encode(), 0o600)
 
     @staticmethod
     def _parse_csv(data: bytes) -> list[dict[str, str]]:
@@ -229,7 +220,7 @@ class Gradebook:
     def _spool_write(self, student: str, record: dict[str, str], row: Row | None) -> bytes:
         data = json.dumps({"student": student, "record": record, "row": row.to_dict() if row else None},
                           sort_keys=True).encode("utf-8", errors="backslashreplace")
-        _atomic_write(self._spool_file(student), data, 0o600)
+        atomic_write(self._spool_file(student), data, 0o600)
         return data
 
     # -- recording -------------------------------------------------------------------------------------
@@ -261,7 +252,7 @@ class Gradebook:
         d.mkdir(parents=True, exist_ok=True)
         path = d / f"{safe_name(row.student)}.md"
         data = feedback_text(row).encode("utf-8", errors="backslashreplace")
-        _atomic_write(path, data)
+        atomic_write(path, data, 0o644)
         self._feedback[path] = data
 
     def csv_text(self) -> str:
@@ -283,9 +274,9 @@ class Gradebook:
                        "rebuilt from the grader's spool")
         if self._folder_id() != self._token:
             self._warn(f"{self._marker} was changed while grading; rewritten")
-            _atomic_write(self._marker, (self._token + "\n").encode())
+            atomic_write(self._marker, (self._token + "\n").encode(), 0o644)
         data = self.csv_text().encode("utf-8", errors="backslashreplace")
-        _atomic_write(self.path, data)
+        atomic_write(self.path, data, 0o644)
         self._written = _sha256(data)
         self._since = []
         self._save_manifest()
@@ -294,7 +285,7 @@ class Gradebook:
     def _changed(self, data: bytes, when: str) -> None:
         keep = self.out / f"gradebook.csv.changed-{time.strftime('%Y%m%dT%H%M%S')}-{secrets.token_hex(2)}"
         try:
-            _atomic_write(keep, data)
+            atomic_write(keep, data, 0o644)
         except OSError:
             keep = Path("(could not keep a copy)")
         self._warn(f"{self.path} was changed behind the grader's back {when}; the changed file is kept as "
@@ -318,11 +309,11 @@ class Gradebook:
                                                                                      errors="backslashreplace")
                 if _read(f) != expected:
                     self._warn(f"the grader's spool record of {student} was changed; rewritten")
-                    _atomic_write(f, expected, 0o600)
+                    atomic_write(f, expected, 0o600)
             for path, data in self._feedback.items():
                 if _read(path) != data:
                     self._warn(f"{path} was changed behind the grader's back; rewritten")
-                    _atomic_write(path, data)
+                    atomic_write(path, data, 0o644)
             self.write_csv()
         finally:
             if self._lock is not None:

@@ -10,6 +10,7 @@ import re
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from xlalab import fmt
 from xlalab.grading import assign
 from xlalab.grading.faults import GRADED, NOT_GRADED, Fault, from_status
 from xlalab.grading.lab import Lab
@@ -151,10 +152,6 @@ _BLOCKED = [
 ]
 
 
-def _size(n: int) -> str:
-    return f"{n / 2**30:g} GiB" if n >= 2**30 else f"{n / 2**20:g} MiB"
-
-
 def blocked_notes(errors: list[str], *, sandbox_on: bool, memory_gb: float, work: str = "") -> list[str]:
     """What the grader's limits or jail refused, as far as the cells' errors tell (``work``: the work folder,
     where a missing file is the notebook's own business)."""
@@ -168,8 +165,9 @@ def blocked_notes(errors: list[str], *, sandbox_on: bool, memory_gb: float, work
                 continue
             from xlalab.grading import sandbox as sandbox_mod
 
-            limits = dict(memory=f"{memory_gb:g} GB", work_size=_size(sandbox_mod.WORK_BYTES),
-                          tmp_size=_size(sandbox_mod.TMP_BYTES), shm_size=_size(sandbox_mod.SHM_BYTES),
+            limits = dict(memory=f"{memory_gb:g} GB", work_size=fmt.limit_size(sandbox_mod.WORK_BYTES),
+                          tmp_size=fmt.limit_size(sandbox_mod.TMP_BYTES),
+                          shm_size=fmt.limit_size(sandbox_mod.SHM_BYTES),
                           tasks=sandbox_mod.MAX_TASKS)
             note = text.format(*m.groups(), **limits) if m.groups() else text.format(**limits)
             if note not in notes:

@@ -27,12 +27,12 @@ from __future__ import annotations
 import hashlib
 import io
 import json
-import os
 import re
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from xlalab.files import atomic_write
 from xlalab.grading import assign
 from xlalab.grading.lab import Lab
 from xlalab.grading.notebook import parse_header
@@ -204,10 +204,7 @@ def save(out: str | Path, owns: list[Own]) -> None:
     folder = _folder(out)
     for own in owns:
         name = hashlib.sha256(own.student.encode()).hexdigest()[:20]
-        tmp = folder / f".{name}.{os.getpid()}.tmp"
-        tmp.write_text(json.dumps(own.to_dict()), encoding="utf-8")
-        os.chmod(tmp, 0o600)
-        os.replace(tmp, folder / f"{name}.json")
+        atomic_write(folder / f"{name}.json", json.dumps(own.to_dict()), 0o600)
 
 
 def load(out: str | Path, students: list[str]) -> list[Own]:

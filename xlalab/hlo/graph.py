@@ -31,6 +31,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable
 
+from ..fmt import byte_size as format_bytes
 from .launches import kernel_traffic, summary
 from .parser import Computation, Instruction, Module, Shape, as_module
 from .source import hlo_text
@@ -59,20 +60,6 @@ _LIBRARIES = (("__cublas$lt", "cuBLASLt"), ("__cublas", "cuBLAS"), ("__cudnn", "
 
 class GraphvizMissing(RuntimeError):
     """Graphviz (the ``dot`` program or the ``graphviz`` Python package) is not installed."""
-
-
-def format_bytes(n: int | None) -> str:
-    """``4096`` -> ``"4 KiB"``, ``1536`` -> ``"1.5 KiB"``; ``None`` -> ``"? B"`` (unknown: a dynamic shape)."""
-    if n is None:
-        return "? B"
-    value = float(n)
-    for unit in ("B", "KiB", "MiB", "GiB"):
-        if value < 1024 or unit == "GiB":
-            break
-        value /= 1024
-    if unit == "B":
-        return f"{int(value)} B"
-    return f"{value:.3g} {unit}"
 
 
 def _library(target: str) -> str:

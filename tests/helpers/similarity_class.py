@@ -1,10 +1,10 @@
 """A made-up class for the similarity tests: ``ana`` wrote her own cells, ``ben`` handed in ana's work with every
 variable renamed, comments changed and cells reordered, and ``cleo`` and ``dan`` solved the same exercises each on
-their own (the sample lab of conftest.py, with written answers)."""
+their own (the sample lab of helpers/labs.py, with written answers)."""
 
 from __future__ import annotations
 
-from conftest import cell, code
+from helpers.labs import cell, code
 
 ANA = {
     "p1-answer": '''def scale(x, k):
