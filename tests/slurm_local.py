@@ -135,7 +135,7 @@ PartitionName=debug Nodes=localhost Default=YES MaxTime=INFINITE State=UP
         return subprocess.run([_which(cmd[0]) or cmd[0], *cmd[1:]], capture_output=True, text=True, check=check,
                               timeout=timeout, env={**os.environ, **self.env()})
 
-    def start(self, timeout: float = 60) -> "LocalSlurm":
+    def start(self, timeout: float = 60) -> LocalSlurm:
         self._write()
         m = self.root / "munge"
         self._start("munged", ["--foreground", "--force", f"--socket={m}/munge.socket", f"--key-file={m}/munge.key",
@@ -194,7 +194,7 @@ PartitionName=debug Nodes=localhost Default=YES MaxTime=INFINITE State=UP
         for name in ("slurmd", "slurmctld", "munged"):
             self._stop(name)
 
-    def __enter__(self) -> "LocalSlurm":
+    def __enter__(self) -> LocalSlurm:
         return self.start()
 
     def __exit__(self, *exc) -> None:

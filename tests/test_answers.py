@@ -14,12 +14,22 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from conftest import (MODEL_WHY, RUBRIC_SCALE, RUBRIC_WHY, SAMPLE, answered, cell, make_answers_root, md,
-                      released, sample_solution_with_answers)
 from xlalab import assign, grade
-from xlalab.grading import answers as answers_mod
-from xlalab.grading import cli, export
+from xlalab.grading import answers as answers_mod, cli, export
 from xlalab.grading.lab import load_lab
+
+from conftest import (
+    MODEL_WHY,
+    RUBRIC_SCALE,
+    RUBRIC_WHY,
+    SAMPLE,
+    answered,
+    cell,
+    make_answers_root,
+    md,
+    released,
+    sample_solution_with_answers,
+)
 
 pytestmark = [pytest.mark.xdist_group("grading")]
 

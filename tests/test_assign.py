@@ -8,8 +8,9 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from conftest import SAMPLE, SAMPLE_URL, check, code, md, sample_solution
 from xlalab import assign
+
+from conftest import SAMPLE, SAMPLE_URL, check, code, md, sample_solution
 
 
 def student(nb=None):

@@ -137,7 +137,7 @@ class _LinkParser(html.parser.HTMLParser):
             self.links.append(a["src"])
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _parse(path: Path) -> _LinkParser:
     parser = _LinkParser()
     parser.feed(path.read_text(errors="replace"))

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import os
 import re
+import subprocess
 import sys
 from pathlib import Path
 
@@ -134,8 +136,8 @@ def _grade_lab02(monkeypatch, answer: str, tf_version: str, built: dict) -> str:
           "written": lambda *names: {}}
     out = io.StringIO()
     with contextlib.redirect_stdout(out):
-        exec(answer, ns)  # noqa: S102 - the course's own solution cell
-        exec(_lab02_cells()[1], ns)  # noqa: S102 - the check cell
+        exec(answer, ns)  # the course's own solution cell
+        exec(_lab02_cells()[1], ns)  # the check cell
     return out.getvalue()
 
 
@@ -191,10 +193,7 @@ PROBE_LINES = (b"WARNING: All log messages before absl::InitializeLog() is calle
                b"error: Failed call to cuInit: UNKNOWN ERROR (303)\n")
 
 
-def _python(code: str, timeout: int = 300, **env) -> "subprocess.CompletedProcess":
-    import os
-    import subprocess
-
+def _python(code: str, timeout: int = 300, **env) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=timeout, cwd=REPO,
                           env={**os.environ, "PYTHONPATH": str(REPO), **env})
 

@@ -12,10 +12,11 @@ from pathlib import Path
 
 import pytest
 
-from conftest import SAMPLE, answered, make_lab_root, released
 from xlalab import grade
 from xlalab.grading import engine
 from xlalab.grading.score import Row
+
+from conftest import SAMPLE, answered, make_lab_root, released
 
 pytestmark = [pytest.mark.xdist_group("engines")]
 

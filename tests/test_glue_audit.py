@@ -24,11 +24,9 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
-
-import pytest
 
 REPO = Path(__file__).resolve().parents[1]
 BOOK = REPO / "book"

@@ -19,9 +19,10 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from conftest import SAMPLE, answered, cell, code, insert_after, make_lab_root, released
 from xlalab import grade
 from xlalab.grading import CheckState  # noqa: F401  (the notebook side must keep importing)
+
+from conftest import SAMPLE, answered, cell, code, insert_after, make_lab_root, released
 
 pytestmark = [pytest.mark.xdist_group("grading"), pytest.mark.slow]
 

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from xlalab import hlo, hlo_draw
+
 from conftest import handin_copy
 
 CORPUS = Path(__file__).parent / "data" / "hlo"
@@ -148,7 +149,7 @@ def test_before_after_share_one_picture_with_summary_totals():
     before = load("tf_cpu_step_before_optimizations.txt")
     d = hlo.draw(after, before=before, format="dot")
     sb, sa = hlo.summary(before), hlo.summary(after)
-    for prefix, s, stage in (("m0_", sb, "before optimization"), ("m1_", sa, "optimized")):
+    for _prefix, s, stage in (("m0_", sb, "before optimization"), ("m1_", sa, "optimized")):
         assert f"{stage}: {s['kernels']} kernels, {hlo_draw.format_bytes(s['bytes_moved'])} moved" in d.source
         assert sum(1 for k in d.kernels if k["stage"] == stage) == s["kernels"]
     assert d.source.count("subgraph \"cluster_m0_module\"") == 1 and d.source.count("subgraph \"cluster_m1_module\"") == 1

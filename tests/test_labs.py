@@ -20,6 +20,7 @@ import pytest
 
 from xlalab import assign, grade
 from xlalab.grading import answers as answers_mod
+
 from conftest import handin_copy
 
 REPO = Path(__file__).resolve().parent.parent
@@ -172,7 +173,6 @@ def _lab_namespace(path: Path, *cell_ids: str, **names) -> dict:
     import xlalab.bench
     import xlalab.hlo
     import xlalab.hw
-
     from xlalab.grading.probe import check_rng, probe
 
     # The checks run whole here, as while a student works (probe calls the function); `written` reads the

@@ -116,7 +116,7 @@ def test_hlo_ops_prefer_device_kernels_over_host_events():
     prof = profile.Profile("/tmp/none", "/tmp/none/plugins/profile/run", [], steps=2)
     mod = {"hlo_module": "m.1"}
     events = [profile.TraceEvent("/host:CPU", "python", "thunk", 0.0, 50.0, {**mod, "hlo_op": "fusion.1"})]
-    for step in range(2):
+    for _step in range(2):
         events += [profile.TraceEvent("/device:GPU:0", "Stream #14", "loop_fusion", 10.0, 3.0, {**mod, "hlo_op": "fusion.1"}),
                    profile.TraceEvent("/device:GPU:0", "Stream #14", "gemm_kernel", 20.0, 7.0, {**mod, "hlo_op": "custom-call.2"}),
                    profile.TraceEvent("/device:GPU:0", "Stream #14", "gemm_splitk", 30.0, 2.0, {**mod, "hlo_op": "custom-call.2"})]

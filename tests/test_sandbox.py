@@ -18,9 +18,10 @@ from pathlib import Path
 
 import pytest
 
-from conftest import SAMPLE, answered, insert_after, make_lab_root
 from xlalab import grade
 from xlalab.grading import sandbox
+
+from conftest import SAMPLE, answered, insert_after, make_lab_root
 
 pytestmark = [pytest.mark.xdist_group("sandbox"), pytest.mark.slow]
 
@@ -395,8 +396,8 @@ def test_memory_is_limited_per_jail_not_per_process(lab_root, tmp_path):
     """Break: with --memory-gb 4 one jail held 6.2 GiB (children each under the per-process limit). Here three
     children of 600 MiB each stay under a 1.5 GB address-space limit one by one but not together: a memory cgroup
     of the jail stops them; where the machine has none, the row says that only per-process limits held."""
-    from xlalab.grading.task import grade_one
     from xlalab.grading.lab import load_lab
+    from xlalab.grading.task import grade_one
 
     nb = insert_after(answered(lab_root), "p1-check", CHILDREN)
     path = tmp_path / "children.ipynb"

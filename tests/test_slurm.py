@@ -17,10 +17,11 @@ from pathlib import Path
 
 import pytest
 
-from conftest import SAMPLE, answered, cell, insert_after, make_lab_root, released
-from slurm_local import LocalSlurm, unavailable
 from xlalab import grade
 from xlalab.grading import engine
+
+from conftest import SAMPLE, answered, cell, insert_after, make_lab_root, released
+from slurm_local import LocalSlurm, unavailable
 
 pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("slurm")]
 
@@ -112,7 +113,7 @@ class Queue:
             self.seen.update(tuple(line.split()) for line in r.stdout.splitlines() if line.strip())
             time.sleep(0.3)
 
-    def __enter__(self) -> "Queue":
+    def __enter__(self) -> Queue:
         self.thread.start()
         return self
 

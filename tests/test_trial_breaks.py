@@ -99,8 +99,9 @@ def test_a_hard_link_to_the_source_is_refused_and_a_byte_copy_is_flagged(tmp_pat
     a source file), its answers are not read; a hand-in whose bytes equal a source notebook's is flagged."""
     import shutil
 
-    from conftest import make_answers_root, MODEL_WHY, SAMPLE
     from xlalab import grade
+
+    from conftest import MODEL_WHY, SAMPLE, make_answers_root
 
     (tmp_path / "repo").mkdir()
     root = make_answers_root(tmp_path / "repo")
@@ -175,11 +176,12 @@ def test_the_graders_own_work_on_a_hand_in_of_130000_cells_is_bounded(tmp_path):
     jail. A hand-in of more than MAX_CELLS cells is refused at reading, before any per-cell work."""
     import time
 
-    from conftest import SAMPLE, make_answers_root, released
     from xlalab.grading import answers as answers_mod, similarity
     from xlalab.grading.lab import load_lab
     from xlalab.grading.submissions import MAX_CELLS
     from xlalab.grading.task import grade_one
+
+    from conftest import SAMPLE, make_answers_root, released
 
     (tmp_path / "repo").mkdir()
     root = make_answers_root(tmp_path / "repo")
@@ -214,9 +216,10 @@ def test_a_kernel_flooding_its_own_sockets_is_stopped_at_the_cell_timeout(tmp_pa
     up to the notebook's limit (here 120 s). The watchdog fails the cell within a second of its timeout."""
     import time
 
-    from conftest import SAMPLE, answered, insert_after, make_lab_root
     from xlalab.grading.lab import load_lab
     from xlalab.grading.task import grade_one
+
+    from conftest import SAMPLE, answered, insert_after, make_lab_root
 
     (tmp_path / "repo").mkdir()
     root = make_lab_root(tmp_path / "repo")

@@ -19,9 +19,10 @@ import nbformat
 import numpy as np
 import pytest
 
-from conftest import SAMPLE, answered, code, insert_after, make_lab_root, released, sample_solution
 from xlalab import grade
 from xlalab.grading import sandbox
+
+from conftest import SAMPLE, answered, code, insert_after, make_lab_root, released, sample_solution
 
 pytestmark = [pytest.mark.xdist_group("sandbox")]
 

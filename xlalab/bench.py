@@ -15,8 +15,9 @@ from __future__ import annotations
 
 import random
 import time
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -412,7 +413,7 @@ class DelayedResult:
         self._ready_at = time.perf_counter() + seconds
         self._value = value
 
-    def block_until_ready(self) -> "DelayedResult":
+    def block_until_ready(self) -> DelayedResult:
         remaining = self._ready_at - time.perf_counter()
         if remaining > 0:
             time.sleep(remaining)

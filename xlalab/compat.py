@@ -27,9 +27,10 @@ import re
 import subprocess
 import sys
 import tempfile
-from pathlib import Path
 import types
-from typing import Any, Iterator
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
 
 # Optional dependency -> the requirement that provides it (the same specifiers as pyproject.toml; a unit test
 # keeps them equal). Imported by module name; installed by requirement.

@@ -29,8 +29,9 @@ import re
 import sys
 import tempfile
 from collections import defaultdict
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 #: The name of the step markers :func:`capture` writes (``tf.profiler.experimental.Trace(STEP, step_num=i)``).
 STEP = "train"

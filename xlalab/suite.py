@@ -28,8 +28,9 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import Any, Callable, Iterable
+from typing import Any
 
 import numpy as np
 
@@ -362,11 +363,11 @@ def _cleanup() -> None:
 
 
 def _versions() -> dict[str, str]:
+    from importlib.metadata import PackageNotFoundError, version
+
     import keras
     import matplotlib
     import tensorflow as tf
-
-    from importlib.metadata import PackageNotFoundError, version
 
     try:
         xv = version("xlalab")

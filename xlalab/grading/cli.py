@@ -38,11 +38,18 @@ from __future__ import annotations
 import argparse
 import sys
 import time
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Iterable
 
-from xlalab.grading import answers as answers_mod, assign, engine, export as export_mod, sandbox as sandbox_mod
-from xlalab.grading import classreport, similarity
+from xlalab.grading import (
+    answers as answers_mod,
+    assign,
+    classreport,
+    engine,
+    export as export_mod,
+    sandbox as sandbox_mod,
+    similarity,
+)
 from xlalab.grading.feedback import summary_table
 from xlalab.grading.gradebook import Gradebook
 from xlalab.grading.lab import load_lab

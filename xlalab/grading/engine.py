@@ -36,9 +36,10 @@ import shutil
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from xlalab.grading.lab import Lab
 from xlalab.grading.score import Row, zero_row

@@ -136,7 +136,7 @@ class Gradebook:
 
     # -- opening: read everything once, before student code runs ------------------------------------------
 
-    def __enter__(self) -> "Gradebook":
+    def __enter__(self) -> Gradebook:
         self.open()
         return self
 

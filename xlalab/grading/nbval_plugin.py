@@ -175,7 +175,7 @@ def pytest_runtest_makereport(item, call):
     if call.excinfo is not None and not report.passed:
         try:
             message = failure_message(call.excinfo)
-        except Exception as err:  # never let reporting break the run
+        except Exception as err:  # noqa: BLE001  (never let reporting break the run)
             message = f"(could not read the error: {err})"
     cell = getattr(item, "cell", None)
     _write(item.config, {"event": "result", "cell": getattr(item, "cell_num", None), "check": _check_of(item),

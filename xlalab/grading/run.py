@@ -23,7 +23,6 @@ import re
 import signal
 import subprocess
 import sys
-import tempfile
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -116,7 +115,7 @@ class CellResult:
     xfail: bool = False
 
     @classmethod
-    def from_record(cls, rec: dict) -> "CellResult | None":
+    def from_record(cls, rec: dict) -> CellResult | None:
         """A result from one JSON line of the plugin, or None if it is not one."""
         if rec.get("event") != "result":
             return None

@@ -207,7 +207,7 @@ def _fix_command() -> str:
     return "install bubblewrap (your distribution's package `bubblewrap`)"
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def probe(bwrap: str | None = None) -> tuple[str, str]:
     """``(path of bwrap, "")`` if a jail can be made here, else ``("", why and the command that fixes it)``."""
     exe = bwrap or shutil.which("bwrap") or ""
@@ -313,7 +313,7 @@ def resolve(mode: str = "auto", *, quiet: bool = False) -> Sandbox:
     return Sandbox("none", reason)
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _warn_once(text: str) -> None:
     print(f"xlalab.grade: WARNING: grading runs {text}. Student code can then read what this user can read "
           "(the instructor's sources, other hand-ins, the home folder) and reach the network.", file=sys.stderr)

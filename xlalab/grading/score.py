@@ -115,7 +115,7 @@ class Row:
         return asdict(self)
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> "Row":
+    def from_dict(cls, data: dict[str, Any]) -> Row:
         known = {k: v for k, v in data.items() if k in cls.__dataclass_fields__}
         known["checks"] = [CheckResult(**c) for c in known.get("checks", [])]
         known["answers"] = [AnswerResult(**a) for a in known.get("answers", [])]

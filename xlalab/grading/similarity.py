@@ -66,7 +66,7 @@ class Own:
         return asdict(self)
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> "Own":
+    def from_dict(cls, data: dict[str, Any]) -> Own:
         return cls(str(data["student"]), [(str(a), str(b)) for a, b in data.get("code", [])],
                    [(str(a), str(b)) for a, b in data.get("answers", [])],
                    [str(t) for t in data.get("skeleton", [])][:MAX_TOKENS])

@@ -28,14 +28,22 @@ import re
 import shutil
 import subprocess
 from collections import Counter
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable
+from typing import Any
 
 from .launches import kernel_traffic, summary
 from .parser import Computation, Instruction, Module, Shape, as_module
 from .source import hlo_text
-from .walk import (CONTROL_FLOW, FREE_OPCODES, async_wrapped, fused_instructions, fusion_of, is_async_continuation,
-                   launch_opcode)
+from .walk import (
+    CONTROL_FLOW,
+    FREE_OPCODES,
+    async_wrapped,
+    fused_instructions,
+    fusion_of,
+    is_async_continuation,
+    launch_opcode,
+)
 
 __all__ = ["Drawing", "GraphvizMissing", "INSTALL_HINT", "draw", "draw_stages", "format_bytes",
            "kernel_label", "forward_to_backward"]
@@ -495,7 +503,7 @@ class _Builder:
         shape = _trim(_shape_text(root.shape)) if root is not None else ""
         self.emit(f"{out}" + _attrs(label=f"result\n{shape}", shape="house", style="filled", fillcolor="#ffffff",
                                     fontsize=10), depth)
-        for src, src_inst in roots:
+        for src, _src_inst in roots:
             kw: dict[str, Any] = {"color": "#333333"}
             if src in self._cluster_of:
                 kw["ltail"] = self._cluster_of[src]

@@ -42,8 +42,19 @@ from typing import Any
 
 from .matrix import matrix_ops
 from .parser import Computation, Instruction, Module, Shape, as_module
-from .walk import (CONTROL_FLOW, PARTIAL_READ, async_wrapped, executed_computations, fused_instructions,
-                   fusion_of, is_async_continuation, is_async_start, launch_opcode, launches_nothing, workspace_free)
+from .walk import (
+    CONTROL_FLOW,
+    PARTIAL_READ,
+    async_wrapped,
+    executed_computations,
+    fused_instructions,
+    fusion_of,
+    is_async_continuation,
+    is_async_start,
+    launch_opcode,
+    launches_nothing,
+    workspace_free,
+)
 
 # ---------------------------------------------------------------------------------------------
 # Summary: launches, fusions and bytes moved.

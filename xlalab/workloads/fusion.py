@@ -13,7 +13,8 @@ Three bodies on a float32 tensor of ``n`` elements (GPU 64M, CPU 4M, tiny 64K):
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 

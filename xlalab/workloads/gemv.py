@@ -11,7 +11,8 @@ Sizes (:func:`sizes`): GPU ``N = 1,000,000``, CPU ``N = 100,000``, tiny ``N = 2,
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 

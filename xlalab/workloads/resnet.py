@@ -13,7 +13,8 @@ labels int32 ``[b]``.
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 

@@ -12,7 +12,8 @@ CPU 2 layers, d_model 256, 4 heads, sequence 128, batch 8, vocabulary 4,096; tin
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 
