@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from pathlib import Path
 
 import nbformat
@@ -131,7 +132,7 @@ def write_json(path: Path, data) -> Path:
 
 
 @pytest.fixture(scope="session", autouse=True)
-def grader_state(tmp_path_factory) -> Path:
+def grader_state(tmp_path_factory) -> Iterator[Path]:
     """The grader's private spool goes to a folder of this test session, not ~/.local/state."""
     import os
 

@@ -126,7 +126,9 @@ PartitionName=debug Nodes=localhost Default=YES MaxTime=INFINITE State=UP
     def _start(self, name: str, args: list[str]) -> None:
         log = open(self.root / "log" / f"{name}.out", "wb")
         env = {**os.environ, **self.env()}
-        self.procs[name] = subprocess.Popen([_which(name), *args], stdout=log, stderr=subprocess.STDOUT,
+        exe = _which(name)
+        assert exe is not None, f"{name} is not installed (unavailable() says so first)"
+        self.procs[name] = subprocess.Popen([exe, *args], stdout=log, stderr=subprocess.STDOUT,
                                             stdin=subprocess.DEVNULL, env=env, start_new_session=True)
         log.close()
 

@@ -33,6 +33,7 @@ import threading
 import time
 import urllib.parse
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -129,12 +130,12 @@ class _LinkParser(html.parser.HTMLParser):
     def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
         a = dict(attrs)
         for key in ("id", "name"):
-            if a.get(key):
-                self.ids.add(a[key])
-        if tag in ("a", "link") and a.get("href"):
-            self.links.append(a["href"])
-        if tag in ("img", "script", "source") and a.get("src"):
-            self.links.append(a["src"])
+            if value := a.get(key):
+                self.ids.add(value)
+        if tag in ("a", "link") and (href := a.get("href")):
+            self.links.append(href)
+        if tag in ("img", "script", "source") and (src := a.get("src")):
+            self.links.append(src)
 
 
 @functools.cache
@@ -294,7 +295,7 @@ class Chromium:
         time.sleep(0.5)                   # let deferred scripts run
         return self.events[start:]
 
-    def evaluate(self, expression: str, await_promise: bool = False) -> object:
+    def evaluate(self, expression: str, await_promise: bool = False) -> Any:
         result = self.send("Runtime.evaluate", {"expression": expression, "returnByValue": True,
                                                 "awaitPromise": await_promise})
         if "exceptionDetails" in result:
@@ -1003,7 +1004,7 @@ def r5_graph_problems(prose: str, text: str) -> list[str]:
 
 
 # The reviewed text of main at e7dfeca (book-review-s4.md): each check must reject it.
-S4_REVIEWED = {
+S4_REVIEWED: dict[str, Any] = {
     "R1": ("The arithmetic above works on <8 x float> vectors, the width LLVM's vectorizer picked for the fmul and fadd "
            "instructions", "%28 = fmul <4 x float> %27, <float 2.0, float 2.0, float 2.0, float 2.0>\n"
            "%29 = fadd <4 x float> %28, %y"),

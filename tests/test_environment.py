@@ -104,7 +104,9 @@ def test_nbconvert_runs_a_notebook_headless():
 
 
 def _compat_versions() -> list[str]:
-    return re.search(r"^COMPAT_TF\s*\?=\s*(.+)$", (ROOT / "Makefile").read_text(), re.M)[1].split()
+    m = re.search(r"^COMPAT_TF\s*\?=\s*(.+)$", (ROOT / "Makefile").read_text(), re.M)
+    assert m, "the Makefile sets no COMPAT_TF"
+    return m[1].split()
 
 
 def test_each_compat_tensorflow_has_colabs_pins_with_their_source():

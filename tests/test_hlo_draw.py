@@ -286,7 +286,9 @@ def test_stack_draws_the_two_modules_one_above_the_other():
     assert not re.search(r"m0_result -> m1_", side.source)
 
     def size(d: hlo.Drawing) -> tuple[float, float]:
-        w, h = re.search(r'<svg width="([\d.]+)pt" height="([\d.]+)pt"', d.data.decode()).groups()
+        m = re.search(r'<svg width="([\d.]+)pt" height="([\d.]+)pt"', d.data.decode())
+        assert m, "no <svg width height> in pt"
+        w, h = m.groups()
         return float(w), float(h)
 
     (sw, sh), (tw, th) = size(side), size(stacked)

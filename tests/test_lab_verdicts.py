@@ -20,6 +20,7 @@ import io
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -111,7 +112,7 @@ def forged(baseline: str, variants: list[str], outcome: str, n: int = 20) -> xla
 
 
 def _forge_all(spec: dict, outcome: str) -> dict:
-    out = {}
+    out: dict[str, Any] = {}
     for var, value in spec.items():
         if isinstance(value, dict):
             out[var] = {k: forged(b, v, outcome) for k, (b, v) in value.items()}

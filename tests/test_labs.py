@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -27,7 +28,7 @@ REPO = Path(__file__).resolve().parent.parent
 SOLUTIONS = sorted((REPO / "solutions").glob("lab*.ipynb"))
 TINY = {"XLALAB_PROFILE": "tiny"}
 FAKE_GPU = {**TINY, "XLALAB_FAKE_GPU": "NVIDIA A100-SXM4-40GB"}
-LIMITS = {"cell_timeout": 900, "timeout": 2400, "memory_gb": 8}
+LIMITS: dict[str, Any] = {"cell_timeout": 900, "timeout": 2400, "memory_gb": 8}
 
 
 def _mutations() -> list:

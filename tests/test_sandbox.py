@@ -371,7 +371,7 @@ def test_as_root_each_grading_process_jails_as_its_own_uid(monkeypatch):
     assert sandbox.host_uid() == 65534
 
 
-def _host_uid_as_root() -> int:
+def _host_uid_as_root() -> int | None:
     import os
 
     from xlalab.grading import sandbox

@@ -104,7 +104,8 @@ class Queue:
     """Polls ``squeue`` in a thread: every (job id, name, state) seen while grading."""
 
     def __init__(self, slurm: LocalSlurm):
-        self.slurm, self.seen, self._stop = slurm, set(), threading.Event()
+        self.seen: set[tuple[str, ...]] = set()
+        self.slurm, self._stop = slurm, threading.Event()
         self.thread = threading.Thread(target=self._poll, daemon=True)
 
     def _poll(self) -> None:

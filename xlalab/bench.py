@@ -184,7 +184,7 @@ def benchmark(fn: Callable, *args: Any, name: str | None = None, warmup: int = 2
     start = _clock()
     while len(samples) < max_repeats and (len(samples) < min_repeats or _clock() - start < min_time):
         samples.append(_time_call(fn, args, do_sync))
-    return Timing(name or getattr(fn, "__name__", "fn"), first, samples)
+    return Timing(name or str(getattr(fn, "__name__", "fn")), first, samples)
 
 
 def bootstrap_ratio_ci(baseline_s: Sequence[float], variant_s: Sequence[float], n_boot: int = 2000,

@@ -251,6 +251,7 @@ def held_probe_messages() -> Iterator[None]:
         os.close(saved)
         yield
         return
+    assert filt.stdin is not None  # stdin=PIPE
     os.dup2(filt.stdin.fileno(), 2)
     try:
         yield

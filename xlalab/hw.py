@@ -561,7 +561,7 @@ def _device_copy_gbps(device: str, megabytes: int, repeats: int) -> float:
 
 
 def measure_bandwidth(megabytes: int = 256, repeats: int = 5, refresh: bool = False,
-                      device: str | None = None, cache: bool = True) -> dict[str, float]:
+                      device: str | None = None, cache: bool = True) -> dict[str, Any]:
     """Measure memory bandwidth in GB/s; cached per machine unless ``refresh`` is true.
 
     ``cache=False`` measures without reading or writing the cache (a second opinion that leaves the

@@ -364,7 +364,7 @@ def step_timeline(prof: Profile, step: int = -1, events: list[TraceEvent] | None
     on_device = [e for e in tagged if not e.process.startswith("/host")]
     chosen = sorted(on_device or tagged, key=lambda e: (e.ts_us, e.process, e.thread, str(e.args["hlo_op"])))
     lanes: list[str] = []
-    ops = []
+    ops: list[dict[str, Any]] = []
     for e in chosen:
         lane = f"{e.process} / {e.thread}"
         if lane not in lanes:

@@ -152,7 +152,7 @@ def _hlo_summary(runner: W.Runner) -> dict[str, Any] | None:
 
 
 def _row(case: W.Case, mode: str, **kw: Any) -> dict[str, Any]:
-    row = {k: None for k in RESULT_KEYS}
+    row: dict[str, Any] = {k: None for k in RESULT_KEYS}
     row.update(workload=case.workload, case=case.name, mode=mode, description=case.description,
                throughput_unit=case.unit, flops=case.flops, min_bytes=case.min_bytes, dtype="float32",
                tolerance=None, rel_error=None, errors=None, interleaved=None, hlo=None)
@@ -291,6 +291,7 @@ class _Autocluster:
         try:
             if self.proc is None:
                 return rows
+            code: int | str
             try:
                 code = self.proc.wait(timeout=1200)
             except subprocess.TimeoutExpired:
@@ -346,7 +347,7 @@ def _worker(out_dir: str, profile: str, only: list[str], min_time: float | None)
             runner = case.build("autocluster")
             out, first = _first_call(runner)
             outputs = runner.outputs(out)
-            np.savez(Path(out_dir) / f"out{i}.npz", **outputs)
+            np.savez(Path(out_dir) / f"out{i}.npz", **outputs)  # type: ignore[arg-type]  # mypy: a key could be allow_pickle
             t = benchmark(runner, warmup=2, min_time=case.min_time if min_time is None else min_time)
             report[key] = {"first_call_s": first, "samples_s": t.samples_s, "outputs": f"out{i}.npz"}
         except Exception as exc:  # noqa: BLE001

@@ -103,12 +103,14 @@ def lab_name(path: str | Path) -> str:
     return Path(path).name.removesuffix(".ipynb")
 
 
-def _check_id_and_points(where: str, kind: str, ident: Any, points: Any) -> None:
-    """Raise FormatError unless ``ident`` is a gradebook-column id and ``points`` a positive number."""
+def _check_id_and_points(where: str, kind: str, ident: Any, points: Any) -> float:
+    """``points`` as a float; raise FormatError unless ``ident`` is a gradebook-column id and ``points`` a positive
+    number."""
     if not isinstance(ident, str) or not re.fullmatch(r"[\w\-.]+", ident):
         raise FormatError(f"{where}: {kind} id {ident!r} must be letters, digits, '-', '_' or '.'")
     if isinstance(points, bool) or not isinstance(points, (int, float)) or points <= 0:
         raise FormatError(f"{where}: {kind} {ident!r} needs positive numeric 'points', got {points!r}")
+    return float(points)
 
 
 def checks(nb: Any) -> list[Check]:
@@ -126,7 +128,7 @@ def checks(nb: Any) -> list[Check]:
         where = f"cell {index} (id {cell.get('id')!r})"
         if cell.cell_type != "code":
             raise FormatError(f"{where}: a check must be a code cell")
-        _check_id_and_points(where, "check", cid, points)
+        points = _check_id_and_points(where, "check", cid, points)
         first = cell.source.lstrip().splitlines()[0] if cell.source.strip() else ""
         m = CHECK_HEADER.match(first)
         if not m:
@@ -158,7 +160,7 @@ def answers(nb: Any) -> list[Answer]:
         where = f"cell {index} (id {cell.get('id')!r})"
         if cell.cell_type != "markdown":
             raise FormatError(f"{where}: a written answer must be a markdown cell")
-        _check_id_and_points(where, "answer", aid, points)
+        points = _check_id_and_points(where, "answer", aid, points)
         if not isinstance(rubric, str):
             raise FormatError(f"{where}: answer {aid!r}: 'rubric' must be a string")
         if aid in seen:

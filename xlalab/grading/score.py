@@ -197,7 +197,7 @@ def _literal_patterns(body: str) -> list[re.Pattern]:
     out = []
     for node in ast.walk(tree):
         if isinstance(node, ast.JoinedStr):
-            parts = [re.escape(v.value) if isinstance(v, ast.Constant) else r"[^\n]{0,80}?" for v in node.values]
+            parts = [re.escape(str(v.value)) if isinstance(v, ast.Constant) else r"[^\n]{0,80}?" for v in node.values]
             out.append(re.compile("".join(parts)))
         elif isinstance(node, ast.Constant) and isinstance(node.value, str) and len(node.value.strip()) >= 3:
             out.append(re.compile(re.escape(node.value)))

@@ -145,7 +145,7 @@ def own_of(lab: Lab, student: str, nb: Any) -> Own:
             continue
         src = _src(cell)
         if cell.get("cell_type") == "markdown":
-            question = answer_cells.get(cell.get("id")) or assign.xmeta(cell).get("answer")
+            question = answer_cells.get(cell.get("id", "")) or assign.xmeta(cell).get("answer")
             if question in answer_ids and _state(src) == ANSWERED:
                 own.answers.append((str(question), _norm_text(src)))
             continue

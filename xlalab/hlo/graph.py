@@ -334,7 +334,7 @@ class _Builder:
             src_inst, ops = per_source[src]
             if kernel:
                 values = [read_bytes[o] for o in ops]
-                b = None if any(v is None for v in values) else sum(values)
+                b = None if any(v is None for v in values) else sum(v for v in values if v is not None)
                 self.edge(src, nid, b, src_inst, inst, depth, unknown=any(v is None for v in values))
             else:
                 self.edge(src, nid, None, src_inst, inst, depth, style="dotted")

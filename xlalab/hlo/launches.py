@@ -109,6 +109,7 @@ def _in_place_update(module: Module, comp: Computation, inst: Instruction) -> tu
     writes that many bytes; the rest of the operand is neither read nor written. Inside a fusion this holds only
     when the updated operand is a fusion parameter (through bitcasts) that nothing else in the fusion reads.
     """
+    target: Instruction | None
     if inst.opcode in ("dynamic-update-slice", "scatter"):
         target, body = inst, None
     else:
@@ -268,7 +269,7 @@ def _per_step(module: Module, comp_name: str, loops: list[dict[str, Any]], conds
             b += t * bb + (t + 1) * cb
             exact = exact and be and ce and trips is not None
         elif inst.opcode == "conditional":
-            branches = []
+            branches: list[dict[str, Any]] = []
             for name in inst.called:
                 bn, bb, be = _per_step(module, name, loops, conds, stack)
                 branches.append({"computation": name, "kernels": bn, "bytes": bb})

@@ -356,7 +356,7 @@ ELEMENTWISE = frozenset({
 
 def _is_instruction_line(line: str) -> bool:
     m = _INSTR.match(line)
-    return bool(m) and bool(_RHS_START.match(m.group(3)))
+    return m is not None and bool(_RHS_START.match(m.group(3)))
 
 
 def _parse_instruction(line: str, shapes: dict[str, Shape] | None = None) -> Instruction:
