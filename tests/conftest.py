@@ -47,14 +47,16 @@ def sample_solution() -> nbformat.NotebookNode:
               "np.testing.assert_allclose(np.asarray(got, dtype=float), [2.0, 4.0, 6.0], err_msg='scale([1, 2, 3], "
               "2.0) should be [2, 4, 6]')"),
         check("p1-hidden", "p1-scale-random", 2,
-              "rng = check_rng('p1-scale-random')\nx = rng.normal(size=int(rng.integers(5, 50)))\nk = float(rng.normal())\n"
+              "rng = check_rng('p1-scale-random')\nx = rng.normal(size=int(rng.integers(5, 50)))\n"
+              "k = float(rng.normal())\n"
               "got = probe('scale-random', lambda: scale(x, k))\n# JUDGE\nwritten('scale')\n"
               "np.testing.assert_allclose(np.asarray(got, dtype=float), x * k, "
               "err_msg='scale is wrong on random inputs')", hidden=True),
         md("p2-intro", "## Part 2: total (2 points)"),
         code("p2-answer", "def total(x):\n    return float(np.sum(x))", solution=True),
         check("p2-check", "p2-total", 1,
-              "a = probe('total-12', lambda: total([1.0, 2.0]))\nb = probe('total-1235', lambda: total([1.0, 2.0, 3.5]))\n"
+              "a = probe('total-12', lambda: total([1.0, 2.0]))\n"
+              "b = probe('total-1235', lambda: total([1.0, 2.0, 3.5]))\n"
               "# JUDGE\nwritten('total')\n"
               "assert isinstance(a, float), 'total must return a Python float'\n"
               "assert abs(b - 6.5) < 1e-12, 'total([1, 2, 3.5]) should be 6.5'"),

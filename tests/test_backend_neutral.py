@@ -92,7 +92,8 @@ def test_the_rule_catches_and_allows(tmp_path):
         {"cell_type": "markdown", "source": "On this CPU the chain fuses."},
         {"cell_type": "code", "source": "info = tf.config.experimental.get_memory_info('CPU:0')"},
         {"cell_type": "code", "source": "glue('w', 'the CPU compiled 3 modules', display=False)"},
-        {"cell_type": "code", "source": "if hw.backend().kind == 'cpu':\n    w = 'on this CPU'\nelse:\n    w = 'on this GPU'"},
+        {"cell_type": "code",
+         "source": "if hw.backend().kind == 'cpu':\n    w = 'on this CPU'\nelse:\n    w = 'on this GPU'"},
         {"cell_type": "code", "source": "w = 'this CPU' if be.kind == 'cpu' else 'this GPU'"},
         {"cell_type": "code", "source": "w = f'on this {be.kind.upper()}'\n%timeit f()"},
     ]}

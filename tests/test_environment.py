@@ -37,7 +37,9 @@ def test_python_versions_agree():
     env = yaml.safe_load((ROOT / "environment.yml").read_text())
     py = next(d for d in env["dependencies"] if isinstance(d, str) and d.startswith("python"))
     version = tuple(int(x) for x in py.split("=")[1].split("."))
-    minimum = tuple(int(x) for x in re.search(r">=\s*([\d.]+)", _pyproject()["project"]["requires-python"])[1].split("."))
+    m = re.search(r">=\s*([\d.]+)", _pyproject()["project"]["requires-python"])
+    assert m, "requires-python has no lower bound"
+    minimum = tuple(int(x) for x in m[1].split("."))
     assert version >= minimum
 
 
@@ -47,7 +49,8 @@ def test_pyproject_pins_what_the_course_needs():
     for name in ("tensorflow>=2.18", "jupyter-book>=1.0.4,<2", "matplotlib", "nbval", "pytest", "ipykernel",
                  "nbconvert"):
         assert name in deps, name
-    assert re.search(r"tensorflow>=2\.18,<2\.\d+", deps), "TensorFlow needs an upper bound below the next untested minor"
+    assert re.search(r"tensorflow>=2\.18,<2\.\d+", deps), \
+        "TensorFlow needs an upper bound below the next untested minor"
     assert {"dev", "gpu"} <= set(project["optional-dependencies"])
     assert any("and-cuda" in d for d in project["optional-dependencies"]["gpu"])
 

@@ -51,6 +51,7 @@ def test_colab_notebook_clones_the_configured_repository():
     assert f'REPO_URL = "{url}"' in text, "gpu_check.ipynb must clone repository.url from _config.yml"
     assert "python -m xlalab.gpu_check" in text
     assert "gpu_check" not in (repo / "_toc.yml").read_text()
-    colab = url.replace("https://github.com/", "https://colab.research.google.com/github/") + "/blob/main/gpu_check.ipynb"
+    colab = (url.replace("https://github.com/", "https://colab.research.google.com/github/")
+             + "/blob/main/gpu_check.ipynb")
     for page in ("README.md", "book/running_locally.md"):
         assert colab in (repo / page).read_text(), f"{page} must link the Colab GPU check at {colab}"

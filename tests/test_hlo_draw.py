@@ -152,7 +152,8 @@ def test_before_after_share_one_picture_with_summary_totals():
     for _prefix, s, stage in (("m0_", sb, "before optimization"), ("m1_", sa, "optimized")):
         assert f"{stage}: {s['kernels']} kernels, {hlo_draw.format_bytes(s['bytes_moved'])} moved" in d.source
         assert sum(1 for k in d.kernels if k["stage"] == stage) == s["kernels"]
-    assert d.source.count("subgraph \"cluster_m0_module\"") == 1 and d.source.count("subgraph \"cluster_m1_module\"") == 1
+    assert (d.source.count("subgraph \"cluster_m0_module\"") == 1
+            and d.source.count("subgraph \"cluster_m1_module\"") == 1)
 
 
 def test_marks_and_highlights():

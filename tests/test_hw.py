@@ -236,7 +236,8 @@ def test_cpu_peaks_roof_is_the_multithreaded_copy(tmp_path, monkeypatch):
     monkeypatch.setenv("XLALAB_CACHE", str(tmp_path))
     monkeypatch.setattr(hw, "measure_bandwidth", lambda refresh=False: {
         "copy_gbps": 10.0, "copy_threads_gbps": 30.0, "threads": 4, "triad_gbps": 12.0})
-    monkeypatch.setattr(hw, "measure_matmul_flops", lambda refresh=False: {"numpy_tflops": 0.5, "tensorflow_tflops": 0.4})
+    monkeypatch.setattr(hw, "measure_matmul_flops",
+                        lambda refresh=False: {"numpy_tflops": 0.5, "tensorflow_tflops": 0.4})
     p = hw.cpu_peaks()
     assert p.bandwidth_gbps == 30.0 and p.measured["copy_gbps"] == 10.0
     assert "4 threads" in p.source and "multi-threaded" in p.source

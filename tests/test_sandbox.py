@@ -227,7 +227,8 @@ def test_the_jail_holds_only_python_the_package_and_the_work_folder(tmp_path):
     inside = sorted({Path(r).relative_to(sandbox.package_root()).parts[0] for r in sandbox._python_roots()
                      if Path(r).is_relative_to(sandbox.package_root())})
     assert seen["repo"] == sorted(["xlalab", *inside]), "only the package, not the repository (solutions/) around it"
-    assert seen["uid"] == sandbox.jail_uid() and seen["pid"] < 10, "own user (unprivileged under a root grader) and PID namespace"
+    assert seen["uid"] == sandbox.jail_uid() and seen["pid"] < 10, \
+        "own user (unprivileged under a root grader) and PID namespace"
     assert seen["home"] == "/tmp/home" and seen["token"] is None
     allowed = {"usr", "bin", "sbin", "lib", "lib32", "lib64", "libx32", "etc", "proc", "dev", "tmp", "sys"}
     allowed |= {Path(p).parts[1] for p in (sys.prefix, sys.base_prefix, str(sandbox.package_root()), str(work))}

@@ -288,12 +288,14 @@ class Comparison:
 
     def table(self) -> str:
         """A fixed-width text table, one row per variant; with a stopping rule, a last line says why it stopped."""
-        head = f"{'variant':<16} {'first call':>11} {'median':>10} {'IQR':>9} {'n':>5}  speedup vs {self.baseline} [95% CI]"
+        head = (f"{'variant':<16} {'first call':>11} {'median':>10} {'IQR':>9} {'n':>5}  "
+                f"speedup vs {self.baseline} [95% CI]")
         rows = [head, "-" * len(head)]
         for name, t in self.timings.items():
             lo, hi = self.cis[name]
             rows.append(f"{name:<16} {_fmt_time(t.first_call_s):>11} {_fmt_time(t.median_s):>10} "
-                        f"{_fmt_time(t.iqr_s):>9} {len(t.samples_s):>5}  {self.speedups[name]:.2f}x [{lo:.2f}, {hi:.2f}]")
+                        f"{_fmt_time(t.iqr_s):>9} {len(t.samples_s):>5}  "
+                        f"{self.speedups[name]:.2f}x [{lo:.2f}, {hi:.2f}]")
         if self.target_rel_width is not None:
             rows.append(f"{self.rounds} rounds in {_fmt_time(self.elapsed_s)}; stopped: {STOP_REASONS[self.stopped]}")
         return "\n".join(rows)

@@ -529,7 +529,8 @@ def _best_of(fn, repeats: int) -> float:
 
 
 def _threaded_copy_s(dst, src, threads: int, repeats: int) -> float:
-    """Best time of copying ``src`` into ``dst`` with ``threads`` threads, each one contiguous slice (NumPy frees the GIL)."""
+    """Best time of copying ``src`` into ``dst`` with ``threads`` threads, each one contiguous slice (NumPy frees
+    the GIL)."""
     from concurrent.futures import ThreadPoolExecutor
 
     import numpy as np
@@ -612,7 +613,8 @@ def measure_bandwidth(megabytes: int = 256, repeats: int = 5, refresh: bool = Fa
     return result
 
 
-def measure_matmul_flops(n: int = 2048, repeats: int = 5, refresh: bool = False, cache: bool = True) -> dict[str, float]:
+def measure_matmul_flops(n: int = 2048, repeats: int = 5, refresh: bool = False,
+                         cache: bool = True) -> dict[str, float]:
     """Measure dense float32 matmul throughput: ``{"numpy_tflops": ..., "tensorflow_tflops": ...}``.
 
     Times ``[n, n] @ [n, n]`` (``2 * n**3`` FLOPs) with NumPy's BLAS and with TensorFlow's CPU kernel;

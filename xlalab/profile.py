@@ -246,7 +246,8 @@ def framework_ops(prof: Profile, idle: bool = False) -> list[dict[str, Any]]:
 
 
 def by_type(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """:func:`framework_ops` rows summed by op ``type`` (and ``where``): ``{"type", "where", "ops", "us_per_step", "share"}``."""
+    """:func:`framework_ops` rows summed by op ``type`` (and ``where``):
+    ``{"type", "where", "ops", "us_per_step", "share"}``."""
     sums: dict[tuple[str, str], dict[str, Any]] = {}
     for r in rows:
         key = (r["type"], r["where"])

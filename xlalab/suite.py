@@ -191,7 +191,8 @@ def _within(errs: dict[str, float], tol: float | dict[str, float]) -> bool:
 
 
 def run_case(case: W.Case, peak: Any, bandwidth: float, min_time: float | None, cell: Callable[[str], None],
-             mixed: str | None, hlo_training: tuple[str, ...] = XLA_MODES) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+             mixed: str | None,
+             hlo_training: tuple[str, ...] = XLA_MODES) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     """Run one case in every in-process mode: first call, check, HLO summary, interleaved timing.
 
     ``hlo_training``: the modes whose training steps get an HLO summary (it compiles the step a second time).
@@ -244,7 +245,8 @@ def run_case(case: W.Case, peak: Any, bandwidth: float, min_time: float | None, 
         if check["correct"]:
             runners[mode] = runner
         else:
-            _progress(f"      {mode} is WRONG: relative errors {check['errors']} beyond {check['tolerance']}; not timed")
+            _progress(f"      {mode} is WRONG: relative errors {check['errors']} beyond {check['tolerance']}; "
+                      "not timed")
     cell(f"{case.workload}/{case.name} timing {', '.join(runners)} interleaved")
     # Every runner has been called once already (the checked first call), and compare() calls each once
     # more before its rounds: one further warm-up call is enough.
@@ -379,7 +381,8 @@ def _versions() -> dict[str, str]:
 
 
 def _hardware(profile: str) -> tuple[dict[str, Any], Any, float]:
-    """The hardware summary plus the ceilings of the device that runs the work; returns (dict, peak_flops(dtype), bandwidth B/s).
+    """The hardware summary plus the ceilings of the device that runs the work; returns (dict, peak_flops(dtype),
+    bandwidth B/s).
 
     The roof is :func:`xlalab.hw.peaks` of that device: a GPU's datasheet entry (with its device copy
     bandwidth measured now), or the CPU's measured ceilings (multi-threaded copy bandwidth). Under
@@ -615,7 +618,8 @@ def plot(doc: dict[str, Any], directory: Path, stem: str) -> list[Path]:
 def table(doc: dict[str, Any]) -> str:
     """The results as a fixed-width text table, one line per workload, case and mode."""
     head = (f"{'workload/case':<26} {'mode':<12} {'ok':<3} {'first s':>8} {'median ms':>10} {'IQR ms':>8} "
-            f"{'throughput':>16} {'vs graph [95% CI]':>22} {'GB/s':>7} {'TFLOP/s':>8} {'roof':>6} {'fus':>4} {'kern':>5}")
+            f"{'throughput':>16} {'vs graph [95% CI]':>22} {'GB/s':>7} {'TFLOP/s':>8} {'roof':>6} {'fus':>4} "
+            f"{'kern':>5}")
     lines = [head, "-" * len(head)]
     for r in doc["results"]:
         name = f"{r['workload']}/{r['case']}"
@@ -635,7 +639,8 @@ def table(doc: dict[str, Any]) -> str:
             f"{r['throughput']:>10.3g} {unit[:5]:<5} {sp:>22} {r['achieved_gbps']:>7.2f} {r['achieved_tflops']:>8.4f} "
             f"{r['roofline_fraction']:>6.2f} {'' if r['fusions'] is None else r['fusions']:>4} "
             f"{'' if r['kernels'] is None else r['kernels']:>5}")
-    lines.append("* autocluster runs in a child process: its speedup is against the parent's graph samples, not interleaved")
+    lines.append("* autocluster runs in a child process: its speedup is against the parent's graph samples, "
+                 "not interleaved")
     lines.append("")
     lines.append("Optimized HLO of the XLA modes (what was fused, what runs on its own):")
     for r in doc["results"]:
@@ -649,7 +654,8 @@ def table(doc: dict[str, Any]) -> str:
         if impls:
             fused += f" (implementations: {', '.join(impls)})"
         lines.append(f"  {r['workload']}/{r['case']} {r['mode']}: {h['fusions']} fusions ({kinds or 'none'}), "
-                     f"{h['kernels']} kernels; on their own: {alone or 'nothing'}; inside fusions: {fused or 'nothing'}; "
+                     f"{h['kernels']} kernels; on their own: {alone or 'nothing'}; "
+                     f"inside fusions: {fused or 'nothing'}; "
                      f"{h['ops_by_opcode'].get('copy', 0)} copies")
     return "\n".join(lines)
 

@@ -5,7 +5,8 @@
 For each solution notebook (all ``solutions/lab*.ipynb`` when no path is given) the student version
 ``labs/<same name>`` is written with: inline answers (``# BEGIN SOLUTION`` ... ``# END SOLUTION``) and whole
 answer cells replaced by ``# YOUR CODE HERE`` / ``raise NotImplementedError``, written answers replaced by an
-empty answer box (a graded one, ``"xlalab": {"answer", "points", "rubric"}``, keeps only its id and points), hidden checks removed, ``@REPOSITORY_URL@`` replaced by ``repository.url`` from
+empty answer box (a graded one, ``"xlalab": {"answer", "points", "rubric"}``, keeps only its id and points),
+hidden checks removed, ``@REPOSITORY_URL@`` replaced by ``repository.url`` from
 ``_config.yml``, instructor-only metadata removed, outputs and execution counts cleared. The output is
 deterministic (sorted metadata keys, nbformat 4.5, stable cell ids, trailing newline), so ``--check`` compares
 bytes and exits 1 when ``labs/`` is out of date.
@@ -214,7 +215,8 @@ def repository_url(root: str | Path = ".") -> str:
 
 
 def built_with_text() -> str:
-    """How a lab's text names the course's compiler, e.g. ``"XLA:CPU of TensorFlow 2.21.0"`` (xlalab/built_with.json)."""
+    """How a lab's text names the course's compiler, e.g. ``"XLA:CPU of TensorFlow 2.21.0"``
+    (xlalab/built_with.json)."""
     from xlalab import compat
 
     ref = compat.built_with()

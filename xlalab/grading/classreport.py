@@ -247,8 +247,9 @@ def page(s: Summary, rows: list[Row]) -> str:
     stats = [["automatic", *(f"{v:.4g}" for v in q)]] if q else []
     if s.totals is not None:
         pending = sum(x["pending"] for x in s.questions)
-        parts.append(f'<img alt="histogram of total points" src="'
-                     f'{_histogram(s.totals, s.max_auto + s.max_manual, "total with the written points merged", f"points (of {_fmt(s.max_auto + s.max_manual)})")}">')
+        total_png = _histogram(s.totals, s.max_auto + s.max_manual, "total with the written points merged",
+                               f"points (of {_fmt(s.max_auto + s.max_manual)})")
+        parts.append(f'<img alt="histogram of total points" src="{total_png}">')
         stats.append(["total (written merged)", *(f"{v:.4g}" for v in s.quartiles.get("total", []))])
         if pending:
             parts.append(f'<p class="note">{pending} written answers are not scored yet (counted as 0 in the '

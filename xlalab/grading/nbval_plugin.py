@@ -1,4 +1,5 @@
-"""A pytest plugin used by the grader (:mod:`xlalab.grading.run`): per-check results from nbval, and a kernel that dies is noticed.
+"""A pytest plugin used by the grader (:mod:`xlalab.grading.run`): per-check results from nbval, and a kernel that
+dies is noticed.
 
 Loaded with ``-p xlalab.grading.nbval_plugin --xlalab-out-fd N`` next to ``--nbval-lax``
 (:mod:`xlalab.grading.run`), in the student's run and in the judge's. At configure time, before nbval starts the

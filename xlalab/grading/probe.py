@@ -408,7 +408,8 @@ def written(*names: str) -> dict[str, str]:
     for name in names:
         src = student_source(name)
         assert src is not None, f"`{name}` is not defined in your notebook"
-        assert not re.search(r"\braise\s+NotImplementedError\b", src), f"`{name}` is not written yet (it still raises NotImplementedError)"
+        assert not re.search(r"\braise\s+NotImplementedError\b", src), \
+            f"`{name}` is not written yet (it still raises NotImplementedError)"
         out[name] = src
     return out
 

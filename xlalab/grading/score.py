@@ -182,7 +182,8 @@ def blocked_notes(errors: list[str], *, sandbox_on: bool, memory_gb: float, work
 _NUMPY_LINES = re.compile(r"(Not equal to tolerance rtol=[-+\w.]+, atol=[-+\w.]+|Arrays are not equal|"
                           r"Arrays are not almost equal to \d+ decimals|Items are not equal:?|"
                           r"\(shapes \(\d*(, ?\d+)*,?\), \(\d*(, ?\d+)*,?\) mismatch\))")
-_GRADER_LINES = re.compile(r"(did not run.*|not judged.*|(?:xlalab\.grading\.probe\.)?ProbeError: probe '[^']{0,200}'.*|"
+_GRADER_LINES = re.compile(r"(did not run.*|not judged.*|"
+                           r"(?:xlalab\.grading\.probe\.)?ProbeError: probe '[^']{0,200}'.*|"
                            r"KeyboardInterrupt|.*Timeout.*|the kernel died.*|failed|not graded|.*Kernel dead.*)")
 
 

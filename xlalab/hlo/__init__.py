@@ -85,7 +85,8 @@ __all__ = [
     "PARTIAL_READ", "PassRun", "STAGES", "Shape", "as_jit", "as_module", "async_wrapped", "dot_flops", "draw",
     "draw_stages", "dump_passes", "executed_computations", "fake_gpu_module", "first_pass_creating", "flipbook",
     "frames_from_dump", "fused_instructions", "fusion_of", "hlo_text", "instruction_lines", "is_async_continuation",
-    "is_async_start", "kernel_bytes", "kernel_traffic", "launch_opcode", "launches_nothing", "list_dump", "matrix_flops", "matrix_ops",
+    "is_async_start", "kernel_bytes", "kernel_traffic", "launch_opcode", "launches_nothing", "list_dump",
+    "matrix_flops", "matrix_ops",
     "parse", "parse_shape", "passes", "peak_live_bytes", "program_category", "read_shape", "reshape_is_bitcast",
     "summary", "workspace_free",
 ]

@@ -390,9 +390,11 @@ class _Builder:
         if fusion is None and label != k["opcode"]:
             head += f" · {_trim(k['opcode'], 16)}"
         head += f"\n{_trim(_shape_text(inst.shape))}\nmoves {format_bytes(k['bytes'])}"
-        self.emit(f"{nid}" + _attrs(label=head, shape="box", style="rounded,filled,bold" if marked else "rounded,filled",
+        self.emit(f"{nid}" + _attrs(label=head, shape="box",
+                                    style="rounded,filled,bold" if marked else "rounded,filled",
                                     fillcolor="#ffffff", color=_MARK if marked else "#333333", fontsize=10,
-                                    tooltip=f"kernel {inst.name}: {label}; {k['bytes'] if k['bytes'] is not None else '?'} bytes moved"),
+                                    tooltip=f"kernel {inst.name}: {label}; "
+                                            f"{k['bytes'] if k['bytes'] is not None else '?'} bytes moved"),
                   depth + 1)
         if shown and len(shown) <= self.max_ops:
             ids: dict[int, str] = {}
@@ -448,7 +450,8 @@ class _Builder:
         outer = f"cluster_{self.prefix}cf{self._n}"
         if inst.opcode == "while":
             trips = inst.known_trip_count
-            title = f"{inst.name}: while, {trips} trips" if trips is not None else f"{inst.name}: while (trip count unknown)"
+            title = (f"{inst.name}: while, {trips} trips" if trips is not None
+                     else f"{inst.name}: while (trip count unknown)")
         else:
             title = f"{inst.name}: {inst.opcode}"
         self.emit(f"subgraph {_q(outer)} {{", depth)
@@ -478,7 +481,8 @@ class _Builder:
                 if body is None:
                     continue
                 self._n += 1
-                branch_in = inst.operands[b + 1] if inst.opcode == "conditional" and b + 1 < len(inst.operands) else None
+                branch_in = (inst.operands[b + 1] if inst.opcode == "conditional" and b + 1 < len(inst.operands)
+                             else None)
                 if inst.opcode == "call":
                     inputs = {j: producers.get(o, []) for j, o in enumerate(inst.operands)}
                 else:
@@ -515,7 +519,8 @@ def _totals(summary: dict[str, Any], stage: str) -> str:
     line = f"{stage}: {n} kernel{'s' if n != 1 else ''}, {format_bytes(summary['bytes_moved'])} moved"
     step = summary["per_step"]
     if summary["loops"] or summary["conditionals"]:
-        line += f"\n(one run: {step['kernels']} launches, {format_bytes(step['bytes'])}{'' if step['exact'] else ', estimate'})"
+        line += (f"\n(one run: {step['kernels']} launches, {format_bytes(step['bytes'])}"
+                 f"{'' if step['exact'] else ', estimate'})")
     if summary["bytes_unknown"]:
         line += f"\n{summary['bytes_unknown']} kernel(s) of unknown size"
     return line

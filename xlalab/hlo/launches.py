@@ -148,7 +148,8 @@ def _in_place_update(module: Module, comp: Computation, inst: Instruction) -> tu
     return indices, written
 
 
-def kernel_traffic(module: Module, comp: Computation, inst: Instruction) -> tuple[list[tuple[str, int | None]], int | None]:
+def kernel_traffic(module: Module, comp: Computation,
+                   inst: Instruction) -> tuple[list[tuple[str, int | None]], int | None]:
     """What one launch reads and writes: ``([(operand name, bytes read), ...], bytes written)``.
 
     Each distinct operand appears once, in operand order; the rules are those of :func:`kernel_bytes`

@@ -76,7 +76,8 @@ def transcendental_chain(x: Any) -> Any:
 
 
 def layer_norm_rows(x: Any, gamma: Any, beta: Any) -> Any:
-    """Normalize each row of ``x [rows, cols]`` to mean 0 and variance 1, then scale by ``gamma [cols]`` and shift by ``beta [cols]``."""
+    """Normalize each row of ``x [rows, cols]`` to mean 0 and variance 1, then scale by ``gamma [cols]`` and shift
+    by ``beta [cols]``."""
     import tensorflow as tf
 
     mean = tf.reduce_mean(x, axis=-1, keepdims=True)

@@ -157,7 +157,8 @@ def flops(n: int, d: int, batch: int = 1) -> float:
 
 
 def min_bytes(n: int, d: int, batch: int = 1, itemsize: int = 4) -> float:
-    """Fewest bytes a scoring call moves: read the items ``[n, d]`` and users ``[d, batch]``, write scores ``[n, batch]``.
+    """Fewest bytes a scoring call moves: read the items ``[n, d]`` and users ``[d, batch]``, write scores
+    ``[n, batch]``.
 
     Top-k adds nothing that counts at this size (it reads the ``n`` scores once more).
     """
