@@ -6,7 +6,7 @@ PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed-stamp
 JOBS   ?= 2
 
-.PHONY: book test slurm-test labs check-labs suite gpu-check clean
+.PHONY: book test lint slurm-test labs check-labs suite gpu-check clean
 
 $(STAMP): pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -25,8 +25,14 @@ book: $(STAMP)
 # Every test: unit tests, labs (graded with nbval), red-team grading, suite, book build, browser.
 # --dist loadfile keeps each test file on one worker: the book is built once, by one process.
 # The grading tests run each notebook in a bubblewrap jail: install Debian's `bubblewrap` (.ci/run does).
-test: $(STAMP)
+test: $(STAMP) lint
 	$(PY) -m pytest -n $(JOBS) --dist loadfile tests
+
+# Static checks (configured in pyproject.toml): ruff's lint rules and mypy over xlalab/ and tests/; seconds, not
+# minutes. `make test` runs them first, so a finding fails it (and CI) before any test starts.
+lint: $(STAMP)
+	$(PY) -m ruff check xlalab tests
+	$(PY) -m mypy
 
 # Grading on a real Slurm cluster: tests/test_slurm.py starts a one-node Slurm of its own (Debian's slurm-wlm and
 # munge, as root; .ci/run installs them) and grades a class with --cluster slurm; skipped, with the reason, elsewhere.
@@ -50,7 +56,7 @@ gpu-check: $(STAMP)
 	$(PY) -m xlalab.gpu_check
 
 clean:
-	rm -rf _build .pytest_cache
+	rm -rf _build .pytest_cache .mypy_cache .ruff_cache
 
 # --- TensorFlow version matrix (issues 18, 26) ----------------------------------------------------------------------
 # Each TensorFlow that a Colab runtime version shipped, in its own Colab-like venv, .venv-compat/tf<version>
