@@ -187,7 +187,8 @@ def benchmark(fn: Callable, *args: Any, name: str | None = None, warmup: int = 2
     return Timing(name or str(getattr(fn, "__name__", "fn")), first, samples)
 
 
-def bootstrap_ratio_ci(baseline_s: Sequence[float], variant_s: Sequence[float], n_boot: int = 2000,
+def bootstrap_ratio_ci(baseline_s: Sequence[float] | np.ndarray, variant_s: Sequence[float] | np.ndarray,
+                       n_boot: int = 2000,
                        level: float = 0.95, seed: int = 0, paired: bool = False) -> tuple[float, float]:
     """Confidence interval of ``median(baseline) / median(variant)`` by resampling the samples.
 

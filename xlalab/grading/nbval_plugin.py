@@ -127,7 +127,7 @@ def pytest_collection_modifyitems(session, config, items):
 def pytest_runtest_call(item):
     parent = getattr(item, "parent", None)
     kernel = getattr(parent, "kernel", None)
-    if kernel is not None and not getattr(parent, "_xlalab_pid_written", False):
+    if parent is not None and kernel is not None and not getattr(parent, "_xlalab_pid_written", False):
         try:
             pid = kernel.km.provisioner.process.pid
         except AttributeError:

@@ -298,12 +298,12 @@ def _normal_tree(text: str, ids: set[str] | None = None):
     tree = _parse(text)
     if tree is None:
         return None
-    ids = set(ids or ()) | _identity_functions(tree)
+    known = set(ids or ()) | _identity_functions(tree)
 
     class Normal(ast.NodeTransformer):
         def visit_Call(self, node):
             self.generic_visit(node)
-            if isinstance(node.func, ast.Name) and node.func.id in ids and len(node.args) == 1 \
+            if isinstance(node.func, ast.Name) and node.func.id in known and len(node.args) == 1 \
                     and not node.keywords and not isinstance(node.args[0], ast.Starred):
                 return node.args[0]
             return node
@@ -315,7 +315,7 @@ def _normal_tree(text: str, ids: set[str] | None = None):
                 body = getattr(node, name, None)
                 if isinstance(body, list) and body and isinstance(body[0], ast.stmt):
                     kept = [s for s in body if not _noop(s) and not (
-                        isinstance(s, (ast.FunctionDef, ast.Assign)) and _defines(s) & ids)]
+                        isinstance(s, (ast.FunctionDef, ast.Assign)) and _defines(s) & known)]
                     setattr(node, name, kept or ([ast.Pass()] if name == "body" and not isinstance(node, ast.Module)
                                                  else []))
         return ast.fix_missing_locations(tree)

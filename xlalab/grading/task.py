@@ -17,6 +17,7 @@ import secrets
 import shutil
 import tempfile
 import time
+from collections.abc import Mapping
 from pathlib import Path
 
 from xlalab.grading import assign, faults as faults_mod, sandbox as sandbox_mod
@@ -39,7 +40,7 @@ def _children_cpu() -> float:
 
 
 def grade_one(lab: Lab, student: str, path: Path, *, cell_timeout: float = 600, timeout: float = 1800,
-              memory_gb: float = 8, env: dict[str, str | None] | None = None, keep: bool = False,
+              memory_gb: float = 8, env: Mapping[str, str | None] | None = None, keep: bool = False,
               sandbox: sandbox_mod.Sandbox | str = "auto") -> Row:
     """Grade one submission; never raises (a grader error becomes the row's status).
 
