@@ -10,6 +10,7 @@ import csv
 import io
 import json
 from pathlib import Path
+from typing import Any
 
 import nbformat
 import pytest
@@ -220,7 +221,7 @@ def test_regrading_keeps_the_instructors_points_for_an_unchanged_answer(tmp_path
     nb = answered(root)
     cell(nb, "p2-why").source = ANN_WHY
     nbformat.write(nb, str(sub))
-    kw = dict(cell_timeout=60, timeout=180, memory_gb=3, quiet=True)
+    kw: dict[str, Any] = dict(cell_timeout=60, timeout=180, memory_gb=3, quiet=True)
     grade.grade_submissions(src, [sub], out, **kw)
     manual = out / "manual.csv"
     manual.write_text(manual.read_text().replace("ann,p2-why,,", "ann,p2-why,3,fine"), encoding="utf-8")

@@ -125,7 +125,7 @@ def test_sync_time_does_not_grow_with_the_output():
                                          ((0.7, 1.0), "indistinguishable")])
 def test_ratio_verdict_reads_the_interval_not_the_median(ci, verdict):
     assert bench.ratio_verdict(ci) == verdict
-    assert bench.ratio_verdict(list(ci)) == verdict
+    assert bench.ratio_verdict(list(ci)) == verdict  # type: ignore[arg-type]  # a list, as JSON gives it back
 
 
 def test_ratio_verdict_rejects_a_reversed_or_empty_interval():

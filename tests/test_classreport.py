@@ -79,9 +79,9 @@ class Tables(html.parser.HTMLParser):
 
     def __init__(self, text: str):
         super().__init__()
-        self.tables: dict[str, list[list[str]]] = {}
+        self.tables: dict[str | None, list[list[str]]] = {}
         self.images: list[str] = []
-        self._table = None
+        self._table: str | None = None
         self._cell: list[str] | None = None
         self.feed(text)
 

@@ -223,10 +223,9 @@ def test_quiet_tensorflow_says_no_gpu_in_one_line():
 
     if hw.gpus() or compat.nvidia_driver_present():
         pytest.skip("a machine with an NVIDIA driver: TensorFlow's probe finds it and prints nothing to hold back")
-    env = {"TF_CPP_MIN_LOG_LEVEL": "2"}
-    loud = _python("import tensorflow as tf\ntf.config.list_physical_devices('GPU')", **env)
+    loud = _python("import tensorflow as tf\ntf.config.list_physical_devices('GPU')", TF_CPP_MIN_LOG_LEVEL="2")
     assert "cuInit" in loud.stderr or "Could not find cuda drivers" in loud.stderr, loud.stderr
-    quiet = _python("from xlalab import compat\nprint(compat.quiet_tensorflow())", **env)
+    quiet = _python("from xlalab import compat\nprint(compat.quiet_tensorflow())", TF_CPP_MIN_LOG_LEVEL="2")
     assert quiet.returncode == 0, quiet.stderr
     assert quiet.stdout.splitlines() == [compat.NO_GPU_LINE, "[]"], quiet.stdout
     assert "cuInit" not in quiet.stderr and "cuda drivers" not in quiet.stderr, quiet.stderr

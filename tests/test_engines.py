@@ -9,6 +9,7 @@ import os
 import shutil
 import subprocess
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -20,7 +21,7 @@ from conftest import SAMPLE, answered, make_lab_root, released
 
 pytestmark = [pytest.mark.xdist_group("engines")]
 
-LIMITS = dict(cell_timeout=30, timeout=90, memory_gb=3)
+LIMITS: dict[str, Any] = dict(cell_timeout=30, timeout=90, memory_gb=3)
 
 
 @pytest.fixture(scope="module")
@@ -110,6 +111,7 @@ def test_cluster_dry_run_prints_a_valid_job_script(cluster, directive, capsys, t
     path = tmp_path / "job.sh"
     path.write_text(script)
     bash = shutil.which("bash")
+    assert bash, "no bash"
     assert subprocess.run([bash, "-n", str(path)]).returncode == 0, "the job script is not valid shell"
 
 

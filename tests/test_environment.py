@@ -58,8 +58,11 @@ def test_pyproject_pins_what_the_course_needs():
 def test_tensorflow_range_is_what_make_test_compat_tests():
     """The range's lower bound is the oldest TensorFlow `make test-compat` runs; every version it runs is inside."""
     deps = " ".join(_pyproject()["project"]["dependencies"])
-    low, high = (int(x) for x in re.search(r"tensorflow>=2\.(\d+),<2\.(\d+)", deps).groups())
-    pins = re.search(r"^COMPAT_TF\s*\?=\s*(.+)$", (ROOT / "Makefile").read_text(), re.M)[1].split()
+    bounds = re.search(r"tensorflow>=2\.(\d+),<2\.(\d+)", deps)
+    compat_line = re.search(r"^COMPAT_TF\s*\?=\s*(.+)$", (ROOT / "Makefile").read_text(), re.M)
+    assert bounds and compat_line, "no TensorFlow range in pyproject.toml or no COMPAT_TF in the Makefile"
+    low, high = (int(x) for x in bounds.groups())
+    pins = compat_line[1].split()
     minors = sorted(int(v.split(".")[1]) for v in pins)
     assert minors[0] == low, f"pyproject allows TensorFlow 2.{low}, make test-compat's oldest is 2.{minors[0]}"
     assert all(low <= m < high for m in minors), (pins, low, high)
@@ -76,7 +79,9 @@ def test_installed_tensorflow_is_inside_the_pinned_range():
 
     major, minor = (int(x) for x in tf.__version__.split(".")[:2])
     deps = " ".join(_pyproject()["project"]["dependencies"])
-    low, upper = (int(x) for x in re.search(r"tensorflow>=2\.(\d+),<2\.(\d+)", deps).groups())
+    bounds = re.search(r"tensorflow>=2\.(\d+),<2\.(\d+)", deps)
+    assert bounds, "no TensorFlow range in pyproject.toml"
+    low, upper = (int(x) for x in bounds.groups())
     assert (major, minor) >= (2, low) and minor < upper
     assert f"!=2.{minor}.*" not in deps, f"TensorFlow {tf.__version__} is installed, but the range excludes it"
 

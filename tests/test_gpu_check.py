@@ -45,7 +45,9 @@ def test_colab_notebook_clones_the_configured_repository():
     from pathlib import Path
 
     repo = Path(__file__).resolve().parent.parent
-    url = re.search(r"^\s*url:\s*(\S+)", (repo / "_config.yml").read_text(), re.MULTILINE).group(1)
+    found = re.search(r"^\s*url:\s*(\S+)", (repo / "_config.yml").read_text(), re.MULTILINE)
+    assert found, "_config.yml names no repository url"
+    url = found.group(1)
     nb = json.loads((repo / "gpu_check.ipynb").read_text())
     text = "\n".join("".join(c["source"]) for c in nb["cells"])
     assert f'REPO_URL = "{url}"' in text, "gpu_check.ipynb must clone repository.url from _config.yml"

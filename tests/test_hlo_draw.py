@@ -67,8 +67,8 @@ def test_one_cluster_per_kernel_with_its_kind_and_bytes(name):
     for k in s["kernel_list"]:
         label = hlo_draw.kernel_label(module, module.computations[k["computation"]].instructions[
             [i.name for i in module.computations[k["computation"]]].index(k["name"])])
-        if KINDS[name] is not None:
-            assert label == KINDS[name][k["name"]]
+        if (kinds := KINDS[name]) is not None:
+            assert label == kinds[k["name"]]
         elif k["kind"] is not None:
             assert label.split(" · ")[0] == k["kind"]
         # The kernel's header: its kind, and the summary's bytes (exact in the tooltip, rounded on the box).
@@ -101,6 +101,7 @@ def test_edge_bytes_and_written_bytes_add_up_to_the_summary(name):
         comp = module.computations[k["computation"]]
         inst = next(i for i in comp if i.name == k["name"])
         _, written = hlo.kernel_traffic(module, comp, inst)
+        assert written is not None, k["name"]
         into = sum(n for (src, dst), n in edges.items() if dst == k["node"])
         assert into + written == k["bytes"], (k["name"], into, written, k["bytes"])
 
@@ -205,13 +206,13 @@ def test_not_a_module_is_a_clear_error():
     with pytest.raises(ValueError, match="no ENTRY computation"):
         hlo.draw(load("tf_cpu_step_buffer_assignment.txt"))
     with pytest.raises(TypeError, match="HLO text or an xlalab.hlo.Module"):
-        hlo.draw(42)
+        hlo.draw(42)  # type: ignore[arg-type]  # the wrong type is the point
     with pytest.raises(ValueError, match="format="):
         hlo.draw(load("gpu_loop_fusion.txt"), format="jpeg")
 
 
 def test_missing_graphviz_names_the_install_command(monkeypatch):
-    monkeypatch.setattr(hlo_draw.shutil, "which", lambda name: None)
+    monkeypatch.setattr(hlo_draw.shutil, "which", lambda name: None)  # type: ignore[attr-defined]  # graph's shutil
     with pytest.raises(hlo.GraphvizMissing, match="apt-get install -y graphviz"):
         hlo.draw(load("gpu_loop_fusion.txt"))
     # The dot text needs no Graphviz.

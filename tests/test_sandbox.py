@@ -205,8 +205,8 @@ def test_the_jail_holds_only_python_the_package_and_the_work_folder(tmp_path):
 
     work = tmp_path / "work"
     work.mkdir()
-    if sandbox.host_uid() is not None:   # a root grader's jail is an unprivileged user: give it its folder
-        os.chown(work, sandbox.host_uid(), sandbox.host_uid())
+    if (uid := sandbox.host_uid()) is not None:   # a root grader's jail is an unprivileged user: give it its folder
+        os.chown(work, uid, uid)
     (tmp_path / "secret.txt").write_text("s")
     probe = ("import json, os, sys; import numpy, xlalab.grading\n"
              "def can(f):\n    try:\n        f(); return True\n    except OSError:\n        return False\n"
@@ -341,7 +341,8 @@ def test_probe_hides_no_folder_that_python_lives_in(monkeypatch):
 
     seen: list[list[str]] = []
     monkeypatch.setattr(sandbox.subprocess, "run",
-                        lambda cmd, **kw: seen.append(cmd) or SimpleNamespace(returncode=0, stdout="", stderr=""))
+                        lambda cmd, **kw: seen.append(cmd)  # type: ignore[func-returns-value]  # None, so `or` goes on
+                        or SimpleNamespace(returncode=0, stdout="", stderr=""))
     sandbox.probe.cache_clear()
     try:
         assert sandbox.probe("/usr/bin/bwrap-for-the-test")[0]
@@ -367,6 +368,7 @@ def test_as_root_each_grading_process_jails_as_its_own_uid(monkeypatch):
     mine = sandbox.host_uid()
     with multiprocessing.get_context("spawn").Pool(1) as pool:
         other = pool.apply(_host_uid_as_root)
+    assert mine is not None and other is not None
     assert mine != other and min(mine, other) >= sandbox.JAIL_HOST_UID_BASE and max(mine, other) < 2**32 - 1
     monkeypatch.setenv("XLALAB_JAIL_HOST_UID", "65534")
     assert sandbox.host_uid() == 65534
