@@ -39,6 +39,7 @@ def test_the_manual_template_writes_no_name_as_a_formula_and_reads_every_name_ba
     assert sorted(line["student"] for line in lines) == sorted(FORMULAS + ["ann"])
     for line in lines:
         line["points"] = "1"
+    # A stand-in Lab: merge_manual reads only its name and answers.
     changed, errors = answers.merge_manual(_Lab(), {r.student: r for r in rows}, lines)  # type: ignore[arg-type]
     assert errors == [] and len(changed) == len(rows)
 
