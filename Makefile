@@ -6,7 +6,7 @@ PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed-stamp
 JOBS   ?= 2
 
-.PHONY: book test test-fast slurm-test labs check-labs suite gpu-check clean
+.PHONY: book test test-fast lint slurm-test labs check-labs suite gpu-check clean
 
 $(STAMP): pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -25,13 +25,21 @@ book: $(STAMP)
 # Every test: unit tests, labs (graded with nbval), red-team grading, suite, book build, browser.
 # --dist loadfile keeps each test file on one worker: the book is built once, by one process.
 # The grading tests run each notebook in a bubblewrap jail: install Debian's `bubblewrap` (.ci/run does).
-test: $(STAMP)
-	$(PY) -m pytest -n $(JOBS) --dist loadfile tests
+# It runs the static checks, then the fast tier, then the rest (`slow or heavy`): a finding or a broken unit stops it
+# within minutes.
+test: $(STAMP) lint test-fast
+	$(PY) -m pytest -n $(JOBS) --dist loadfile -m "slow or heavy" tests
 
 # The fast tier, part of `make test`: the unit tests, without the `slow` (notebooks, book) and `heavy` ones (a
 # kernel, a grading run, a Dask cluster, a browser, a TensorFlow subprocess, a model trained): a minute or two, 2 cores.
 test-fast: $(STAMP)
 	$(PY) -m pytest -n $(JOBS) -m "not slow and not heavy" tests
+
+# Static checks (configured in pyproject.toml): ruff's lint rules and mypy over xlalab/ and tests/; seconds, not
+# minutes. `make test` runs them first, so a finding fails it (and CI) before any test starts.
+lint: $(STAMP)
+	$(PY) -m ruff check xlalab tests
+	$(PY) -m mypy
 
 # Grading on a real Slurm cluster: tests/test_slurm.py starts a one-node Slurm of its own (Debian's slurm-wlm and
 # munge, as root; .ci/run installs them) and grades a class with --cluster slurm; skipped, with the reason, elsewhere.
@@ -55,7 +63,7 @@ gpu-check: $(STAMP)
 	$(PY) -m xlalab.gpu_check
 
 clean:
-	rm -rf _build .pytest_cache
+	rm -rf _build .pytest_cache .mypy_cache .ruff_cache
 
 # --- TensorFlow version matrix (issues 18, 26) ----------------------------------------------------------------------
 # Each TensorFlow that a Colab runtime version shipped, in its own Colab-like venv, .venv-compat/tf<version>

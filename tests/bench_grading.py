@@ -31,9 +31,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from helpers import SAMPLE, answered, make_lab_root, released  # noqa: E402
-from xlalab import grade  # noqa: E402
-from xlalab.grading import sandbox  # noqa: E402
+from xlalab import grade
+from xlalab.grading import sandbox
+
+from helpers import SAMPLE, answered, make_lab_root, released
 
 REPO = Path(__file__).resolve().parent.parent
 

@@ -39,6 +39,7 @@ from nbclient import NotebookClient
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "tests"))
 import chapter_setup  # noqa: E402  (tests/chapter_setup.py: the chapters' setup cell)
+
 UNIT = ["tests/test_compat.py", "tests/test_profile.py", "tests/test_hlo_tf.py", "tests/test_bench.py",
         "tests/test_workloads.py"]
 # The timing test of bench.compare (a 4:1 ratio of sleeps) measures the machine's load, not the TensorFlow version.

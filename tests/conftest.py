@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 from pathlib import Path
 
 import nbformat
@@ -27,7 +28,7 @@ def lab_root(tmp_path_factory) -> Path:
 
 
 @pytest.fixture(scope="session", autouse=True)
-def grader_state(tmp_path_factory) -> Path:
+def grader_state(tmp_path_factory) -> Iterator[Path]:
     """The grader's private spool goes to a folder of this test session, not ~/.local/state."""
     path = tmp_path_factory.mktemp("grader-state")
     old = os.environ.get("XLALAB_GRADER_STATE")

@@ -84,7 +84,8 @@ class LocalSlurm:
         key.write_bytes(secrets.token_bytes(1024))
         os.chmod(key, 0o400)
         r = self.root
-        self.conf.write_text(f"""# Written by tests/slurm_local.py: a one-node cluster on 127.0.0.1, run as root, no cgroups.
+        self.conf.write_text(f"""# Written by tests/slurm_local.py: a one-node cluster on 127.0.0.1, run as root, \
+no cgroups.
 ClusterName={self.cluster}
 SlurmctldHost=localhost(127.0.0.1)
 SlurmctldPort={self.ctld_port}
@@ -126,7 +127,9 @@ PartitionName=debug Nodes=localhost Default=YES MaxTime=INFINITE State=UP
     def _start(self, name: str, args: list[str]) -> None:
         log = open(self.root / "log" / f"{name}.out", "wb")
         env = {**os.environ, **self.env()}
-        self.procs[name] = subprocess.Popen([_which(name), *args], stdout=log, stderr=subprocess.STDOUT,
+        exe = _which(name)
+        assert exe is not None, f"{name} is not installed (unavailable() says so first)"
+        self.procs[name] = subprocess.Popen([exe, *args], stdout=log, stderr=subprocess.STDOUT,
                                             stdin=subprocess.DEVNULL, env=env, start_new_session=True)
         log.close()
 
@@ -135,7 +138,7 @@ PartitionName=debug Nodes=localhost Default=YES MaxTime=INFINITE State=UP
         return subprocess.run([_which(cmd[0]) or cmd[0], *cmd[1:]], capture_output=True, text=True, check=check,
                               timeout=timeout, env={**os.environ, **self.env()})
 
-    def start(self, timeout: float = 60) -> "LocalSlurm":
+    def start(self, timeout: float = 60) -> LocalSlurm:
         self._write()
         m = self.root / "munge"
         self._start("munged", ["--foreground", "--force", f"--socket={m}/munge.socket", f"--key-file={m}/munge.key",
@@ -194,7 +197,7 @@ PartitionName=debug Nodes=localhost Default=YES MaxTime=INFINITE State=UP
         for name in ("slurmd", "slurmctld", "munged"):
             self._stop(name)
 
-    def __enter__(self) -> "LocalSlurm":
+    def __enter__(self) -> LocalSlurm:
         return self.start()
 
     def __exit__(self, *exc) -> None:

@@ -10,16 +10,27 @@ import csv
 import io
 import json
 from pathlib import Path
+from typing import Any
 
 import nbformat
 import pytest
 
-from helpers import (MODEL_WHY, RUBRIC_SCALE, RUBRIC_WHY, SAMPLE, answered, cell, make_answers_root, md,
-                     released, sample_solution_with_answers)
 from xlalab import assign, grade
-from xlalab.grading import answers as answers_mod
-from xlalab.grading import cli, export
+from xlalab.grading import answers as answers_mod, cli, export
 from xlalab.grading.lab import load_lab
+
+from helpers import (
+    MODEL_WHY,
+    RUBRIC_SCALE,
+    RUBRIC_WHY,
+    SAMPLE,
+    answered,
+    cell,
+    make_answers_root,
+    md,
+    released,
+    sample_solution_with_answers,
+)
 
 pytestmark = [pytest.mark.xdist_group("grading")]
 
@@ -215,7 +226,7 @@ def test_regrading_keeps_the_instructors_points_for_an_unchanged_answer(tmp_path
     nb = answered(root)
     cell(nb, "p2-why").source = ANN_WHY
     nbformat.write(nb, str(sub))
-    kw = dict(cell_timeout=60, timeout=180, memory_gb=3, quiet=True)
+    kw: dict[str, Any] = dict(cell_timeout=60, timeout=180, memory_gb=3, quiet=True)
     grade.grade_submissions(src, [sub], out, **kw)
     manual = out / "manual.csv"
     manual.write_text(manual.read_text().replace("ann,p2-why,,", "ann,p2-why,3,fine"), encoding="utf-8")

@@ -8,8 +8,9 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from helpers import SAMPLE, SAMPLE_URL, check, code, md, sample_solution
 from xlalab import assign
+
+from helpers import SAMPLE, SAMPLE_URL, check, code, md, sample_solution
 
 
 def student(nb=None):

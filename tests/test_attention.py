@@ -45,8 +45,8 @@ def test_blocked_bfloat16_keeps_float32_statistics():
     q, k, v = attention.make_inputs(1, 64, 16, seed=2, dtype="bfloat16")
     out = attention.blocked_attention(q, k, v, block=16)
     assert out.dtype == tf.bfloat16
-    np.testing.assert_allclose(tf.cast(out, tf.float32).numpy(), reference(*(tf.cast(x, tf.float32) for x in (q, k, v))),
-                               atol=3e-2)
+    np.testing.assert_allclose(tf.cast(out, tf.float32).numpy(),
+                               reference(*(tf.cast(x, tf.float32) for x in (q, k, v))), atol=3e-2)
 
 
 def test_block_must_divide_length():

@@ -40,7 +40,7 @@ def _branch_lines(tree: ast.AST, source: str) -> set[int]:
             for part in parts:
                 for sub in ast.walk(part):
                     if hasattr(sub, "lineno"):
-                        lines.update(range(sub.lineno, (sub.end_lineno or sub.lineno) + 1))
+                        lines.update(range(sub.lineno, (getattr(sub, "end_lineno", None) or sub.lineno) + 1))
     return lines
 
 
@@ -75,9 +75,9 @@ def problems(path: Path) -> list[str]:
             continue
         allowed = _branch_lines(tree, code)
         for start, end, value in _strings(tree):
-            m = CPU_PROSE.search(value)
-            if m and not set(range(start, end + 1)) & allowed:
-                found.append(f"{where} line {start}: {m.group(0)!r} outside a branch on xlalab.hw.backend()")
+            hit = CPU_PROSE.search(value)
+            if hit and not set(range(start, end + 1)) & allowed:
+                found.append(f"{where} line {start}: {hit.group(0)!r} outside a branch on xlalab.hw.backend()")
     return found
 
 
@@ -92,7 +92,8 @@ def test_the_rule_catches_and_allows(tmp_path):
         {"cell_type": "markdown", "source": "On this CPU the chain fuses."},
         {"cell_type": "code", "source": "info = tf.config.experimental.get_memory_info('CPU:0')"},
         {"cell_type": "code", "source": "glue('w', 'the CPU compiled 3 modules', display=False)"},
-        {"cell_type": "code", "source": "if hw.backend().kind == 'cpu':\n    w = 'on this CPU'\nelse:\n    w = 'on this GPU'"},
+        {"cell_type": "code",
+         "source": "if hw.backend().kind == 'cpu':\n    w = 'on this CPU'\nelse:\n    w = 'on this GPU'"},
         {"cell_type": "code", "source": "w = 'this CPU' if be.kind == 'cpu' else 'this GPU'"},
         {"cell_type": "code", "source": "w = f'on this {be.kind.upper()}'\n%timeit f()"},
     ]}

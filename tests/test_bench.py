@@ -120,11 +120,12 @@ def test_sync_time_does_not_grow_with_the_output():
     assert sync_large < sync_small + 0.5e-3, (sync_small, sync_large)
 
 
-@pytest.mark.parametrize("ci, verdict", [((1.05, 1.9), "faster"), ((0.4, 0.97), "slower"), ((0.9, 1.2), "indistinguishable"),
-                                         ((1.0, 1.3), "indistinguishable"), ((0.7, 1.0), "indistinguishable")])
+@pytest.mark.parametrize("ci, verdict", [((1.05, 1.9), "faster"), ((0.4, 0.97), "slower"),
+                                         ((0.9, 1.2), "indistinguishable"), ((1.0, 1.3), "indistinguishable"),
+                                         ((0.7, 1.0), "indistinguishable")])
 def test_ratio_verdict_reads_the_interval_not_the_median(ci, verdict):
     assert bench.ratio_verdict(ci) == verdict
-    assert bench.ratio_verdict(list(ci)) == verdict
+    assert bench.ratio_verdict(list(ci)) == verdict  # type: ignore[arg-type]  # a list, as JSON gives it back
 
 
 def test_ratio_verdict_rejects_a_reversed_or_empty_interval():

@@ -33,6 +33,7 @@ import threading
 import time
 import urllib.parse
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -129,15 +130,15 @@ class _LinkParser(html.parser.HTMLParser):
     def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
         a = dict(attrs)
         for key in ("id", "name"):
-            if a.get(key):
-                self.ids.add(a[key])
-        if tag in ("a", "link") and a.get("href"):
-            self.links.append(a["href"])
-        if tag in ("img", "script", "source") and a.get("src"):
-            self.links.append(a["src"])
+            if value := a.get(key):
+                self.ids.add(value)
+        if tag in ("a", "link") and (href := a.get("href")):
+            self.links.append(href)
+        if tag in ("img", "script", "source") and (src := a.get("src")):
+            self.links.append(src)
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _parse(path: Path) -> _LinkParser:
     parser = _LinkParser()
     parser.feed(path.read_text(errors="replace"))
@@ -219,8 +220,8 @@ class Chromium:
                 "--window-size=1280,900", "about:blank"]
         shell = f'exec "$0" "$@" 3<&{child_r} 4>&{child_w} {child_r}<&- {child_w}>&-'
         # bash, not sh: Debian's dash cannot redirect descriptors above 9.
-        self.proc = subprocess.Popen([shutil.which("bash") or "/bin/bash", "-c", shell, *args], pass_fds=(child_r, child_w),
-                                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        self.proc = subprocess.Popen([shutil.which("bash") or "/bin/bash", "-c", shell, *args],
+                                     pass_fds=(child_r, child_w), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         os.close(child_r)
         os.close(child_w)
         self._next_id = 0
@@ -294,7 +295,7 @@ class Chromium:
         time.sleep(0.5)                   # let deferred scripts run
         return self.events[start:]
 
-    def evaluate(self, expression: str, await_promise: bool = False) -> object:
+    def evaluate(self, expression: str, await_promise: bool = False) -> Any:
         result = self.send("Runtime.evaluate", {"expression": expression, "returnByValue": True,
                                                 "awaitPromise": await_promise})
         if "exceptionDetails" in result:
@@ -603,7 +604,8 @@ def test_s3_n1_autodiff_allocator_figures_only_where_counted(built_book: dict[st
         assert abs(off - (peak - hi if side == "above" else lo - peak)) <= 0.011
     rows = {label: (_num(g), _num(x)) for label, g, x in re.findall(
         r"(value and gradients, tf\.recompute_grad per two layers|value and gradients) " + NUM + " " + NUM, text)}
-    (g_vg, x_vg), (g_rc, x_rc) = rows["value and gradients"], rows["value and gradients, tf.recompute_grad per two layers"]
+    (g_vg, x_vg) = rows["value and gradients"]
+    (g_rc, x_rc) = rows["value and gradients, tf.recompute_grad per two layers"]
     lower = [mode for mode, rc, vg in (("graph", g_rc, g_vg), ("XLA", x_rc, x_vg)) if rc < vg]
     word = ("lowered the peak in both modes" if len(lower) == 2 else
             f"lowered the peak in {lower[0]} mode only" if lower else "lowered the peak in neither mode")
@@ -641,8 +643,8 @@ def test_s3_n17_case_study_speedups_carry_their_interval(built_book: dict[str, f
     import re
 
     text = _page_text("case_studies")
-    found = re.findall(r"x the graph-mode speed under XLA \(95% CI \[" + NUM + ", " + NUM + r"\], (\d+) samples per variant: "
-                       r"([a-z ]+?) graph mode\)", text)
+    found = re.findall(r"x the graph-mode speed under XLA \(95% CI \[" + NUM + ", " + NUM
+                       + r"\], (\d+) samples per variant: ([a-z ]+?) graph mode\)", text)
     assert len(found) == 2, f"case_studies.html: expected the ResNet and Transformer intervals, found {found}"
     for lo, hi, n, word in found:    # review s4 item 2: no verdict from fewer than 10 samples per variant
         assert word == ("too few samples to tell it from" if int(n) < 10 else
@@ -679,8 +681,8 @@ def test_s3_n22_profiler_step_ratio_words(built_book: dict[str, float]) -> None:
     import re
 
     text = _page_text("profiler")
-    m = re.search(r"a median of " + NUM + r" ms in graph mode and " + NUM + r" ms under XLA over \d+ steps: the XLA step "
-                  r"(took|ran) " + NUM + r"× as (long|fast) as the graph step", text)
+    m = re.search(r"a median of " + NUM + r" ms in graph mode and " + NUM + r" ms under XLA over \d+ steps: "
+                  r"the XLA step (took|ran) " + NUM + r"× as (long|fast) as the graph step", text)
     assert m, "profiler.html: no step-ratio sentence"
     graph, xla, verb, x, kind = _num(m.group(1)), _num(m.group(2)), m.group(3), _num(m.group(4)), m.group(5)
     assert (verb, kind) == (("took", "long") if xla >= graph else ("ran", "fast"))
@@ -719,8 +721,8 @@ def test_s3_n4_cpu_roof_is_the_faster_copy(built_book: dict[str, float]) -> None
     import re
 
     text = _page_text("measuring")
-    m = re.search(r"measured: " + NUM + r" GB/s, the faster of a copy with \d+ threads \(" + NUM + r" GB/s\) and with one \("
-                  + NUM + r" GB/s\)", text)
+    m = re.search(r"measured: " + NUM + r" GB/s, the faster of a copy with \d+ threads \(" + NUM
+                  + r" GB/s\) and with one \(" + NUM + r" GB/s\)", text)
     if m is None:
         assert "the datasheet of the" in text, "measuring.html states no roof"
         return
@@ -875,12 +877,13 @@ def r1_vector_width_problems(prose: str, printed: str) -> list[str]:
             shown.add(int(m.group(1)) if m else 1)
     if not shown:
         return ["no fmul/fadd/fcmp line printed above the vector sentence"]
-    m = re.search(r"The arithmetic (?:printed )?above (works on <(\d+) x float> vectors|is scalar|mixes (.+?)(?::|, the width))",
-                  prose)
+    m = re.search(r"The arithmetic (?:printed )?above "
+                  r"(works on <(\d+) x float> vectors|is scalar|mixes (.+?)(?::|, the width))", prose)
     if not m:
         return ["no sentence about the arithmetic's vector width"]
     named = ({int(m.group(2))} if m.group(2) else {1} if m.group(1) == "is scalar"
-             else {int(w) for w in re.findall(r"<(\d+) x float>", m.group(3))} | ({1} if "scalar" in m.group(3) else set()))
+             else {int(w) for w in re.findall(r"<(\d+) x float>", m.group(3))}
+             | ({1} if "scalar" in m.group(3) else set()))
     return [] if named == shown else [f"the prose names widths {sorted(named)}, the printed lines are {sorted(shown)}"]
 
 
@@ -975,14 +978,15 @@ def r5_graph_problems(prose: str, text: str) -> list[str]:
     measurement), with the interval's verdict and enough rounds."""
     import re
 
-    t = re.search(r"graph \(µs per call\) 2 " + NUM + " " + NUM + " 8 " + NUM + " " + NUM + " 32 " + NUM + " " + NUM, text)
+    t = re.search(r"graph \(µs per call\) 2 " + NUM + " " + NUM + " 8 " + NUM + " " + NUM + " 32 " + NUM + " " + NUM,
+                  text)
     if not t:
         return ["no op-count table"]
     e2, g2, e8, g8, e32, g32 = map(_num, t.groups())
     problems = []
-    m = re.search(r"the eager time over the graph time is " + NUM + r" \(95% CI " + NUM + " to " + NUM + r", (\d+) rounds\), "
-                  r"so here the graph was (faster|slower|neither faster nor slower by this measurement \(cannot tell\))",
-                  prose)
+    m = re.search(r"the eager time over the graph time is " + NUM + r" \(95% CI " + NUM + " to " + NUM
+                  + r", (\d+) rounds\), so here the graph was "
+                  r"(faster|slower|neither faster nor slower by this measurement \(cannot tell\))", prose)
     if not m:
         old = re.search(r"the eager time over the graph time is " + NUM + r", so here the graph was (\w+)", prose)
         if old and abs(_num(old.group(1)) - e8 / g8) > 0.02 * e8 / g8 + 0.01:
@@ -992,7 +996,8 @@ def r5_graph_problems(prose: str, text: str) -> list[str]:
     if abs(r - e8 / g8) > 0.01 * r + 0.011:
         problems.append(f"the page's ratio {r} is not the table's 8-op ratio {e8 / g8:.3f}")
     want = ("neither faster nor slower by this measurement (cannot tell)" if n < 10 else
-            "faster" if lo > 1 else "slower" if hi < 1 else "neither faster nor slower by this measurement (cannot tell)")
+            "faster" if lo > 1 else "slower" if hi < 1 else
+            "neither faster nor slower by this measurement (cannot tell)")
     if word != want:
         problems.append(f"the graph was said to be {word!r}; CI [{lo}, {hi}] over {n} rounds gives {want!r}")
     o = re.search(r"a graph about " + NUM + " µs per call", prose)
@@ -1003,20 +1008,21 @@ def r5_graph_problems(prose: str, text: str) -> list[str]:
 
 
 # The reviewed text of main at e7dfeca (book-review-s4.md): each check must reject it.
-S4_REVIEWED = {
-    "R1": ("The arithmetic above works on <8 x float> vectors, the width LLVM's vectorizer picked for the fmul and fadd "
-           "instructions", "%28 = fmul <4 x float> %27, <float 2.0, float 2.0, float 2.0, float 2.0>\n"
+S4_REVIEWED: dict[str, Any] = {
+    "R1": ("The arithmetic above works on <8 x float> vectors, the width LLVM's vectorizer picked for the fmul and "
+           "fadd instructions", "%28 = fmul <4 x float> %27, <float 2.0, float 2.0, float 2.0, float 2.0>\n"
            "%29 = fadd <4 x float> %28, %y"),
     "R2": "host copy bandwidth, 1 thread 8.8 GB/s host copy bandwidth, 2 threads 3.8 GB/s The memory roof of AMD EPYC "
           "(2 cores) is 8.8 GB/s (from a measured multi-threaded copy), so an A100 SXM4 40GB's datasheet bandwidth",
-    "R3": "In Colab. The rocket icon at the top of each chapter and lab opens it in Google Colab, where you can run it on "
-          "a free GPU",
+    "R3": "In Colab. The rocket icon at the top of each chapter and lab opens it in Google Colab, where you can run it "
+          "on a free GPU",
     "R4": "Against graph mode, XLA ran the chain 1.85× as fast (95% CI 1.70 to 2.01). its median is 1.57× that bound: "
           "well above that bound, so bytes explain only part of the gap between graph mode and XLA; the rest is time "
           "the unfused kernels spend below the memory roof",
-    "R5": ("a graph 2384 µs per call whatever the number of ops in it. For the 8-op chain the eager time over the graph "
-           "time is 1.34, so here the graph was faster",
-           "ops in the function eager (µs per call) graph (µs per call) 2 300.2 2113.0 8 1158.8 2654.5 32 8400.1 2384.0"),
+    "R5": ("a graph 2384 µs per call whatever the number of ops in it. For the 8-op chain the eager time over the "
+           "graph time is 1.34, so here the graph was faster",
+           "ops in the function eager (µs per call) graph (µs per call) 2 300.2 2113.0 8 1158.8 2654.5 32 8400.1 "
+           "2384.0"),
 }
 
 
@@ -1039,8 +1045,8 @@ def test_s4_checks_reject_the_reviewed_text() -> None:
     assert r4_gap_problems(good.replace("XLA is the further", "Graph mode is the further"))   # the other story
     prose, table = S4_REVIEWED["R5"]
     assert r5_graph_problems(prose, table)
-    fixed = ("a graph about 2384 µs per call whatever. the eager time over the graph time is 0.44 (95% CI 0.40 to 0.48, "
-             "40 rounds), so here the graph was slower")
+    fixed = ("a graph about 2384 µs per call whatever. the eager time over the graph time is 0.44 (95% CI 0.40 to "
+             "0.48, 40 rounds), so here the graph was slower")
     assert not r5_graph_problems(fixed, table)
     assert r5_graph_problems(fixed.replace("was slower", "was faster"), table)               # the word flipped
     assert r5_graph_problems(fixed.replace("40 rounds", "3 rounds"), table)                  # too few rounds
@@ -1082,8 +1088,9 @@ def test_s4_intro_prints_the_build_load(built_book: dict[str, float]) -> None:
     import re
 
     text = _page_text("intro")
-    m = re.search(r"It was (built by [^;]+); when this page ran, the load average over the last 1, 5 and 15 minutes was "
-                  + NUM + ", " + NUM + " and " + NUM + r" on (\d+) cores, so the machine was (quiet|busy|overloaded)", text)
+    m = re.search(r"It was (built by [^;]+); when this page ran, the load average over the last 1, 5 and 15 minutes "
+                  r"was " + NUM + ", " + NUM + " and " + NUM
+                  + r" on (\d+) cores, so the machine was (quiet|busy|overloaded)", text)
     assert m, "intro.html does not print the build's load"
     assert "test suite" in m.group(1), f"the test build labelled itself {m.group(1)!r}"
     l1, l5, cores, word = _num(m.group(2)), _num(m.group(3)), int(m.group(5)), m.group(6)

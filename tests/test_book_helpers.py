@@ -1,4 +1,5 @@
-"""Tests of the small helpers the book's chapters use (xlalab.flops, xlalab.sphinx_dedupe), and of one chapter branch."""
+"""Tests of the small helpers the book's chapters use (xlalab.flops, xlalab.sphinx_dedupe), and of one chapter
+branch."""
 
 from __future__ import annotations
 
@@ -57,7 +58,8 @@ def _glued(nb) -> dict[str, str]:
             sb = o.get("metadata", {}).get("scrapbook")
             if sb:
                 data = o["data"]
-                out[sb["name"]] = data.get(sb["mime_prefix"] + "text/markdown") or data.get(sb["mime_prefix"] + "text/plain", "")
+                out[sb["name"]] = (data.get(sb["mime_prefix"] + "text/markdown")
+                                   or data.get(sb["mime_prefix"] + "text/plain", ""))
     return out
 
 

@@ -14,13 +14,14 @@ from pathlib import Path
 
 import pytest
 
-from helpers import SAMPLE, make_answers_root, released
-from helpers.similarity_class import STUDENTS, class_notebooks
 from xlalab import grade
 from xlalab.grading import classreport, cli, similarity
 from xlalab.grading.faults import GRADED, NOT_GRADED, Fault, merge, row_faults
 from xlalab.grading.lab import load_lab
 from xlalab.grading.score import ANSWERED, EMPTY, MISSING, UNCHANGED, AnswerResult, CheckResult, Row, zero_row
+
+from helpers import SAMPLE, make_answers_root, released
+from helpers.similarity_class import STUDENTS, class_notebooks
 
 MSG_P1 = "AssertionError: scale([1, 2, 3], 2.0)\nshould be [2, 4, 6]"
 MSG_P1R = "AssertionError: scale is wrong on random inputs"
@@ -78,9 +79,9 @@ class Tables(html.parser.HTMLParser):
 
     def __init__(self, text: str):
         super().__init__()
-        self.tables: dict[str, list[list[str]]] = {}
+        self.tables: dict[str | None, list[list[str]]] = {}
         self.images: list[str] = []
-        self._table = None
+        self._table: str | None = None
         self._cell: list[str] | None = None
         self.feed(text)
 
@@ -300,6 +301,7 @@ def test_grading_writes_the_report_and_chromium_opens_it(tmp_path):
     assert page.tables["failures"][1][0] == "1" and page.tables["checks"][1][2] == f"{len(STUDENTS)} / 5"
     # The page's numbers are the gradebook's: passes per check, and the quartiles of the automatic points.
     import csv
+
     import numpy as np
 
     book = list(csv.DictReader((out / "gradebook.csv").open()))

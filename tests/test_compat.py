@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import os
 import re
+import subprocess
 import sys
 from pathlib import Path
 
@@ -134,8 +136,8 @@ def _grade_lab02(monkeypatch, answer: str, tf_version: str, built: dict) -> str:
           "written": lambda *names: {}}
     out = io.StringIO()
     with contextlib.redirect_stdout(out):
-        exec(answer, ns)  # noqa: S102 - the course's own solution cell
-        exec(_lab02_cells()[1], ns)  # noqa: S102 - the check cell
+        exec(answer, ns)  # the course's own solution cell
+        exec(_lab02_cells()[1], ns)  # the check cell
     return out.getvalue()
 
 
@@ -191,10 +193,7 @@ PROBE_LINES = (b"WARNING: All log messages before absl::InitializeLog() is calle
                b"error: Failed call to cuInit: UNKNOWN ERROR (303)\n")
 
 
-def _python(code: str, timeout: int = 300, **env) -> "subprocess.CompletedProcess":
-    import os
-    import subprocess
-
+def _python(code: str, timeout: int = 300, **env) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=timeout, cwd=REPO,
                           env={**os.environ, "PYTHONPATH": str(REPO), **env})
 
@@ -225,10 +224,9 @@ def test_quiet_tensorflow_says_no_gpu_in_one_line():
 
     if hw.gpus() or compat.nvidia_driver_present():
         pytest.skip("a machine with an NVIDIA driver: TensorFlow's probe finds it and prints nothing to hold back")
-    env = {"TF_CPP_MIN_LOG_LEVEL": "2"}
-    loud = _python("import tensorflow as tf\ntf.config.list_physical_devices('GPU')", **env)
+    loud = _python("import tensorflow as tf\ntf.config.list_physical_devices('GPU')", TF_CPP_MIN_LOG_LEVEL="2")
     assert "cuInit" in loud.stderr or "Could not find cuda drivers" in loud.stderr, loud.stderr
-    quiet = _python("from xlalab import compat\nprint(compat.quiet_tensorflow())", **env)
+    quiet = _python("from xlalab import compat\nprint(compat.quiet_tensorflow())", TF_CPP_MIN_LOG_LEVEL="2")
     assert quiet.returncode == 0, quiet.stderr
     assert quiet.stdout.splitlines() == [compat.NO_GPU_LINE, "[]"], quiet.stdout
     assert "cuInit" not in quiet.stderr and "cuda drivers" not in quiet.stderr, quiet.stderr

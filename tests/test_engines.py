@@ -12,10 +12,11 @@ from pathlib import Path
 
 import pytest
 
-from helpers import LIMITS, SAMPLE, answered, cell, outputs, released, write_handins
 from xlalab import grade
 from xlalab.grading import engine
 from xlalab.grading.score import Row
+
+from helpers import LIMITS, SAMPLE, answered, cell, outputs, released, write_handins
 
 pytestmark = [pytest.mark.xdist_group("engines")]
 
@@ -90,6 +91,7 @@ def test_cluster_dry_run_prints_a_valid_job_script(cluster, directive, capsys, t
     path = tmp_path / "job.sh"
     path.write_text(script)
     bash = shutil.which("bash")
+    assert bash, "no bash"
     assert subprocess.run([bash, "-n", str(path)]).returncode == 0, "the job script is not valid shell"
 
 

@@ -37,7 +37,9 @@ def test_python_versions_agree():
     env = yaml.safe_load((ROOT / "environment.yml").read_text())
     py = next(d for d in env["dependencies"] if isinstance(d, str) and d.startswith("python"))
     version = tuple(int(x) for x in py.split("=")[1].split("."))
-    minimum = tuple(int(x) for x in re.search(r">=\s*([\d.]+)", _pyproject()["project"]["requires-python"])[1].split("."))
+    m = re.search(r">=\s*([\d.]+)", _pyproject()["project"]["requires-python"])
+    assert m, "requires-python has no lower bound"
+    minimum = tuple(int(x) for x in m[1].split("."))
     assert version >= minimum
 
 
@@ -47,7 +49,8 @@ def test_pyproject_pins_what_the_course_needs():
     for name in ("tensorflow>=2.18", "jupyter-book>=1.0.4,<2", "matplotlib", "nbval", "pytest", "ipykernel",
                  "nbconvert"):
         assert name in deps, name
-    assert re.search(r"tensorflow>=2\.18,<2\.\d+", deps), "TensorFlow needs an upper bound below the next untested minor"
+    assert re.search(r"tensorflow>=2\.18,<2\.\d+", deps), \
+        "TensorFlow needs an upper bound below the next untested minor"
     assert {"dev", "gpu"} <= set(project["optional-dependencies"])
     assert any("and-cuda" in d for d in project["optional-dependencies"]["gpu"])
 
@@ -55,8 +58,11 @@ def test_pyproject_pins_what_the_course_needs():
 def test_tensorflow_range_is_what_make_test_compat_tests():
     """The range's lower bound is the oldest TensorFlow `make test-compat` runs; every version it runs is inside."""
     deps = " ".join(_pyproject()["project"]["dependencies"])
-    low, high = (int(x) for x in re.search(r"tensorflow>=2\.(\d+),<2\.(\d+)", deps).groups())
-    pins = re.search(r"^COMPAT_TF\s*\?=\s*(.+)$", (ROOT / "Makefile").read_text(), re.M)[1].split()
+    bounds = re.search(r"tensorflow>=2\.(\d+),<2\.(\d+)", deps)
+    compat_line = re.search(r"^COMPAT_TF\s*\?=\s*(.+)$", (ROOT / "Makefile").read_text(), re.M)
+    assert bounds and compat_line, "no TensorFlow range in pyproject.toml or no COMPAT_TF in the Makefile"
+    low, high = (int(x) for x in bounds.groups())
+    pins = compat_line[1].split()
     minors = sorted(int(v.split(".")[1]) for v in pins)
     assert minors[0] == low, f"pyproject allows TensorFlow 2.{low}, make test-compat's oldest is 2.{minors[0]}"
     assert all(low <= m < high for m in minors), (pins, low, high)
@@ -73,7 +79,9 @@ def test_installed_tensorflow_is_inside_the_pinned_range():
 
     major, minor = (int(x) for x in tf.__version__.split(".")[:2])
     deps = " ".join(_pyproject()["project"]["dependencies"])
-    low, upper = (int(x) for x in re.search(r"tensorflow>=2\.(\d+),<2\.(\d+)", deps).groups())
+    bounds = re.search(r"tensorflow>=2\.(\d+),<2\.(\d+)", deps)
+    assert bounds, "no TensorFlow range in pyproject.toml"
+    low, upper = (int(x) for x in bounds.groups())
     assert (major, minor) >= (2, low) and minor < upper
     assert f"!=2.{minor}.*" not in deps, f"TensorFlow {tf.__version__} is installed, but the range excludes it"
 
@@ -104,7 +112,9 @@ def test_nbconvert_runs_a_notebook_headless():
 
 
 def _compat_versions() -> list[str]:
-    return re.search(r"^COMPAT_TF\s*\?=\s*(.+)$", (ROOT / "Makefile").read_text(), re.M)[1].split()
+    m = re.search(r"^COMPAT_TF\s*\?=\s*(.+)$", (ROOT / "Makefile").read_text(), re.M)
+    assert m, "the Makefile sets no COMPAT_TF"
+    return m[1].split()
 
 
 def test_each_compat_tensorflow_has_colabs_pins_with_their_source():

@@ -13,9 +13,9 @@ Three layers:
    what it depends on (:func:`test_every_outcome_glue_is_audited`).
 3. The audited sentences (``AUDIT``, built pages): each entry names its chapter, the glues it reads, a pattern that
    finds the sentence on the built page and a rule that computes the outcome word from the numbers printed there,
-   the same rule as the chapter's code. :func:`check_built_pages` (run by ``tests/test_book.py``) checks every entry on the
-   built book; :func:`test_each_rule_flips_when_its_value_crosses` forces each entry's value to the other side and
-   checks that the expected sentence changes, so every check can fail.
+   the same rule as the chapter's code. :func:`check_built_pages` (run by ``tests/test_book.py``) checks every entry
+   on the built book; :func:`test_each_rule_flips_when_its_value_crosses` forces each entry's value to the other side
+   and checks that the expected sentence changes, so every check can fail.
 
 The built-page part runs in ``tests/test_book.py`` (``test_s4_glue_audit_on_built_pages``), which owns the build.
 """
@@ -24,11 +24,9 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
-
-import pytest
 
 REPO = Path(__file__).resolve().parents[1]
 BOOK = REPO / "book"
@@ -187,9 +185,9 @@ CI3 = r"\[" + NUM + ", " + NUM + r"\]"
 
 AUDIT: list[Entry] = [
     Entry("measuring", ("speedup_xla_lo", "speedup_xla_hi", "cmp_rounds", "xla_chain_verdict"),
-          r"XLA ran the chain " + NUM + r" ?× as fast \(95% CI " + NUM + " to " + NUM + r"\) and eager " + NUM + r" ?× \(CI "
-          + NUM + " to " + NUM + r"\), over (\d+) rounds: by the rule above, XLA was (faster than graph mode|slower than "
-          r"graph mode|not measurably different from graph mode \(cannot tell\))",
+          r"XLA ran the chain " + NUM + r" ?× as fast \(95% CI " + NUM + " to " + NUM + r"\) and eager " + NUM
+          + r" ?× \(CI " + NUM + " to " + NUM + r"\), over (\d+) rounds: by the rule above, XLA was "
+          r"(faster than graph mode|slower than graph mode|not measurably different from graph mode \(cannot tell\))",
           lambda m: {"lo": _num(m.group(2)), "hi": _num(m.group(3)), "n": int(m.group(7))},
           lambda v: ci_word(v["lo"], v["hi"], v["n"], "faster than graph mode", "slower than graph mode",
                             "not measurably different from graph mode (cannot tell)"),
@@ -208,8 +206,8 @@ AUDIT: list[Entry] = [
           wrong_before="R4 (F): 'bytes explain only part of the gap' while XLA had the larger shortfall",
           sample={"ratio": 8.5, "f_xla": 0.14, "f_graph": 0.64, "product": 1.86}),
     Entry("measuring", ("bug_copy_verdict", "bug_copy_factor"),
-          r"Copying the " + NUM + r" MB result (inflated the XLA time by a factor of|changed the XLA time by no more than "
-          r"the noise here: a factor of) " + NUM,
+          r"Copying the " + NUM + r" MB result (inflated the XLA time by a factor of|"
+          r"changed the XLA time by no more than the noise here: a factor of) " + NUM,
           lambda m: {"factor": _num(m.group(3))},
           lambda v: ("inflated the XLA time by a factor of" if v["factor"] >= 1.1 else
                      "changed the XLA time by no more than the noise here: a factor of"),
@@ -222,8 +220,9 @@ AUDIT: list[Entry] = [
           lambda v: {**v, "one": v["roof"] + 5.0},
           optional="on a GPU the roof is the datasheet's", sample={"roof": 8.8, "threads": 3.8, "one": 8.8}),
     Entry("graphs", ("small_ratio", "small_ratio_lo", "small_ratio_hi", "small_rounds", "small_verdict"),
-          r"the eager time over the graph time is " + NUM + r" \(95% CI " + NUM + " to " + NUM + r", (\d+) rounds\), so "
-          r"here the graph was (faster|slower|neither faster nor slower by this measurement \(cannot tell\))",
+          r"the eager time over the graph time is " + NUM + r" \(95% CI " + NUM + " to " + NUM
+          + r", (\d+) rounds\), so here the graph was "
+          r"(faster|slower|neither faster nor slower by this measurement \(cannot tell\))",
           lambda m: {"lo": _num(m.group(2)), "hi": _num(m.group(3)), "n": int(m.group(4))},
           lambda v: ci_word(v["lo"], v["hi"], v["n"], "faster", "slower",
                             "neither faster nor slower by this measurement (cannot tell)"),
@@ -239,9 +238,9 @@ AUDIT: list[Entry] = [
           lambda m: m.group(7), lambda v: {**v, "g32": 3 * v["g2"]}, whole_page=True,
           sample={"g2": 700.0, "g32": 800.0}),
     Entry("graphs", ("graph8_q1", "graph8_q3", "sweep_agreement"),
-          r"IQR " + NUM + r" ?– ?" + NUM + r" µs\) the eager time over.*?The sweep above timed the same 8-op graph at the "
-          r"same n at " + NUM + r" µs \(IQR " + NUM + r" ?– ?" + NUM + r"(?: µs)?\), (consistent with this table|outside this "
-          r"table's range)",
+          r"IQR " + NUM + r" ?– ?" + NUM + r" µs\) the eager time over.*?The sweep above timed the same 8-op graph "
+          r"at the same n at " + NUM + r" µs \(IQR " + NUM + r" ?– ?" + NUM
+          + r"(?: µs)?\), (consistent with this table|outside this table's range)",
           lambda m: {"q1": _num(m.group(1)), "q3": _num(m.group(2)), "s1": _num(m.group(4)), "s3": _num(m.group(5))},
           lambda v: ("consistent with this table" if v["s1"] <= v["q3"] + 1 and v["q1"] <= v["s3"] + 1
                      else "outside this table's range"),
@@ -265,18 +264,20 @@ AUDIT: list[Entry] = [
           lambda v: "slower" if v["lo"] > 1.05 else "faster" if v["hi"] < 0.95 else "about as fast",
           lambda m: m.group(4), flip_ci, sample={"lo": 1.2, "hi": 1.4}),
     Entry("fusion", ("meas_ratio_large", "graph_bytes_ratio", "vs_prediction"),
-          r"XLA ran the chain " + NUM + r" ?× as fast as graph mode.*?The measured speedup over graph mode is (below|above|"
-          r"close to) the ratio of bytes graph mode moves to bytes XLA moves \(" + NUM + r"\)",
+          r"XLA ran the chain " + NUM + r" ?× as fast as graph mode.*?The measured speedup over graph mode is "
+          r"(below|above|close to) the ratio of bytes graph mode moves to bytes XLA moves \(" + NUM + r"\)",
           lambda m: {"s": _num(m.group(1)), "r": _num(m.group(3))},
           lambda v: "below" if v["s"] < 0.9 * v["r"] else "above" if v["s"] > 1.1 * v["r"] else "close to",
           lambda m: m.group(2), lambda v: {**v, "s": 2 * v["r"]}, sample={"s": 1.8, "r": 8.5}),
     Entry("fusion", ("xla_fraction", "graph_of_bound", "gap_story"),
           r"over graph mode's fraction of its bound: " + NUM + " × " + NUM + " / " + NUM + " = " + NUM
-          + r".*?(times the speed its unfused bytes allow from DRAM|so the cache did not spare it many bytes|graph mode "
-          r"is the further from its bound|XLA is the further from its bound|about equally far from their bounds)",
+          + r".*?(times the speed its unfused bytes allow from DRAM|so the cache did not spare it many bytes|"
+          r"graph mode is the further from its bound|XLA is the further from its bound|"
+          r"about equally far from their bounds)",
           _f("ratio", "f_xla", "f_graph", "product"),
           lambda v: ("times the speed its unfused bytes allow from DRAM" if v["f_graph"] > 1.1 else
-                     "so the cache did not spare it many bytes" if v["f_graph"] >= 0.8 and v["f_xla"] < 0.8 * v["f_graph"]
+                     "so the cache did not spare it many bytes"
+                     if v["f_graph"] >= 0.8 and v["f_xla"] < 0.8 * v["f_graph"]
                      else "graph mode is the further from its bound" if v["f_graph"] < 0.8 * v["f_xla"] else
                      "XLA is the further from its bound" if v["f_xla"] < 0.8 * v["f_graph"] else
                      "about equally far from their bounds"),
@@ -290,8 +291,8 @@ AUDIT: list[Entry] = [
           lambda m: m.group(1).split(" into")[0], lambda v: {"copies": 1 if v["copies"] > 1 else 2},
           sample={"copies": 1}),
     Entry("profiler", ("graph_step_ms", "xla_step_ms", "xla_vs_graph"),
-          r"a median of " + NUM + r" ms in graph mode and " + NUM + r" ms under XLA over \d+ steps: the XLA step (took|ran) "
-          + NUM + r"× as (long|fast) as",
+          r"a median of " + NUM + r" ms in graph mode and " + NUM + r" ms under XLA over \d+ steps: "
+          r"the XLA step (took|ran) " + NUM + r"× as (long|fast) as",
           _f("graph", "xla"),
           lambda v: "took long" if v["xla"] >= v["graph"] else "ran fast",
           lambda m: f"{m.group(3)} {m.group(5)}",
@@ -304,7 +305,8 @@ AUDIT: list[Entry] = [
           + " ms less in the products against " + NUM + " ms less in the rest",
           lambda m: {"mm": _num(m.group(2)), "other": _num(m.group(3))},
           lambda v: "products more than the rest" if v["mm"] > v["other"] else "rest more than the products",
-          lambda m: m.group(1), lambda v: {"mm": v["other"], "other": v["mm"] + 1}, sample={"mm": 800.0, "other": 400.0}),
+          lambda m: m.group(1), lambda v: {"mm": v["other"], "other": v["mm"] + 1},
+          sample={"mm": 800.0, "other": 400.0}),
     Entry("profiler", ("prediction_check",),
           r"took " + NUM + r" ms per step for " + NUM + r" GFLOP, " + NUM + r" GFLOP/s, (above|below) the " + NUM
           + " GFLOP/s peak",
@@ -334,8 +336,8 @@ AUDIT: list[Entry] = [
           lambda v: ci_word(v["lo"], v["hi"], None, "faster than", "slower than", "not measurably different from"),
           lambda m: m.group(1), flip_ci, sample={"lo": 1.2, "hi": 1.5}),
     Entry("case_studies", ("cs_att_verdict",),
-          NUM + r" ?x \[95% CI " + NUM + ", " + NUM + r"\], so it is (faster than|slower than|not distinguishable from) "
-          r"naive attention",
+          NUM + r" ?x \[95% CI " + NUM + ", " + NUM
+          + r"\], so it is (faster than|slower than|not distinguishable from) naive attention",
           lambda m: {"lo": _num(m.group(2)), "hi": _num(m.group(3))},
           lambda v: ci_word(v["lo"], v["hi"], None, "faster than", "slower than", "not distinguishable from"),
           lambda m: m.group(4), flip_ci, sample={"lo": 0.9, "hi": 1.1}),
@@ -385,14 +387,16 @@ COMPUTED_NOT_MEASURED = {
     "ad_draw_fake": "XLALAB_FAKE_GPU note", "ad_live_step": "buffer assignment text",
     "ad_live_count_word": "buffer assignment vs count", "ad_live_temp_word": "buffer assignment vs count",
     "ad_est_rc_word": "liveness estimate of two modules",
-    "ad_lc_word": "live-bytes peaks of two compiled modules (test_hlo_memory: the curve's peak is hlo_memory's)", "ad_zbar_found": "names found in the module",
+    "ad_lc_word": "live-bytes peaks of two compiled modules (test_hlo_memory: the curve's peak is hlo_memory's)",
+    "ad_zbar_found": "names found in the module",
     "ad_xla_vs_graph_ci_word": "audited by test_book.test_s3_n18_autodiff_interval_sentence",
     "ad_xla_vs_graph_word": "the same interval as ad_xla_vs_graph_ci_word (test_book N18)",
     "ad_rc_verdict_{mode}": "interval verdict, wording from time_verdict (interval not printed beside it)",
     "ad_pfor_word": "interval verdict of jcmp (interval not printed beside it)",
     "ad_bj_word": "interval verdict of jcmp (interval not printed beside it)",
     "ad_fm_{case}_word": "audited (tall case pattern covers both cases)", "ad_hvp_word": "audited",
-    "cs_gemv_numpy_gbps": "nan when absent", "cs_reduce_gbps": "nan when absent", "cs_matvec_xla_gbps": "nan when absent",
+    "cs_gemv_numpy_gbps": "nan when absent", "cs_reduce_gbps": "nan when absent",
+    "cs_matvec_xla_gbps": "nan when absent",
     "{prefix}_ci_words": "audited (case_studies rn/tr pattern)", "{prefix}_case": "results file",
     "cs_rn_backend": "results file", "cs_att_sm_words": "arithmetic of shapes", "cs_att_hlo_words": "bytes of modules",
     "cs_att_why_more": "structure of the module", "cs_att_fake": "XLALAB_FAKE_GPU note",
@@ -417,7 +421,8 @@ COMPUTED_NOT_MEASURED = {
     "eager_tail": "skew of the samples printed beside it", "bug_copy_verdict": "audited", "roof_words": "audited",
     "graph_gap_verdict": "audited", "xla_chain_verdict": "audited", "mp_tf32_default": "TensorFlow setting",
     "mp_device_story": "backend", "mp_{key}_word_{mode}": "interval verdict (interval in the table above it)",
-    "mp_bf16_xla_story": "structure of the module", "mp_draw_convert_alone": "structure", "mp_draw_round_trips": "structure of the module", "mp_draw_note": "fake GPU",
+    "mp_bf16_xla_story": "structure of the module", "mp_draw_convert_alone": "structure",
+    "mp_draw_round_trips": "structure of the module", "mp_draw_note": "fake GPU",
     "mp_auto_jit_story": "backend", "mp_acc_seq16_word": "float16 arithmetic (deterministic)",
     "mp_acc_xla": "float16 arithmetic (deterministic)", "mp_onednn_source": "TensorFlow setting",
     "trace_device": "backend", "xla_vs_graph": "audited", "graph_onednn_note": "backend",

@@ -18,6 +18,7 @@ import re
 from pathlib import Path
 
 import pytest
+
 from helpers import handin_copy
 
 REPO = Path(__file__).resolve().parent.parent
@@ -50,7 +51,7 @@ CASES = ([pytest.param(p, FAKE_GPU, id=p.stem) for p in CHAPTERS]
 def test_chapter_runs_its_gpu_branch(path, gpu, monkeypatch):
     nbformat = pytest.importorskip("nbformat")
     nbclient = pytest.importorskip("nbclient")
-    FAKE_GPU = gpu  # noqa: N806 - the name the failure message prints
+    FAKE_GPU = gpu  # the name the failure message prints
     monkeypatch.setenv("XLALAB_FAKE_GPU", gpu)
     monkeypatch.setenv("XLALAB_FAKE_GPU_CC", UNKNOWN_CC)
     monkeypatch.setenv("XLALAB_PROFILE", "tiny")

@@ -46,12 +46,15 @@ def test_colab_notebook_clones_the_configured_repository():
     from pathlib import Path
 
     repo = Path(__file__).resolve().parent.parent
-    url = re.search(r"^\s*url:\s*(\S+)", (repo / "_config.yml").read_text(), re.MULTILINE).group(1)
+    found = re.search(r"^\s*url:\s*(\S+)", (repo / "_config.yml").read_text(), re.MULTILINE)
+    assert found, "_config.yml names no repository url"
+    url = found.group(1)
     nb = json.loads((repo / "gpu_check.ipynb").read_text())
     text = "\n".join("".join(c["source"]) for c in nb["cells"])
     assert f'REPO_URL = "{url}"' in text, "gpu_check.ipynb must clone repository.url from _config.yml"
     assert "python -m xlalab.gpu_check" in text
     assert "gpu_check" not in (repo / "_toc.yml").read_text()
-    colab = url.replace("https://github.com/", "https://colab.research.google.com/github/") + "/blob/main/gpu_check.ipynb"
+    colab = (url.replace("https://github.com/", "https://colab.research.google.com/github/")
+             + "/blob/main/gpu_check.ipynb")
     for page in ("README.md", "book/running_locally.md"):
         assert colab in (repo / page).read_text(), f"{page} must link the Colab GPU check at {colab}"

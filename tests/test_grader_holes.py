@@ -11,19 +11,28 @@ import csv
 import io
 import json
 import os
-import stat
 from pathlib import Path
 
 import nbformat
 import pytest
 
-from helpers import (SAMPLE, answered, cell, code, insert_after, make_answers_root, make_lab_root, released,
-                     sample_solution)
 from xlalab import grade
 from xlalab.grading import sandbox
 from xlalab.grading.gradebook import Gradebook
 from xlalab.grading.score import CheckResult, Row
 from xlalab.grading.submissions import safe_name
+
+from helpers import (
+    SAMPLE,
+    answered,
+    cell,
+    code,
+    insert_after,
+    make_answers_root,
+    make_lab_root,
+    released,
+    sample_solution,
+)
 
 pytestmark = [pytest.mark.xdist_group("sandbox")]
 
@@ -341,7 +350,7 @@ def test_spreadsheet_formulas_are_not_written_as_formulas(tmp_path):
                  export.export("moodle", rows, lab="lab", maximum=1, out=tmp_path / "out")]:
         for rec in csv.reader(io.StringIO(path.read_text(encoding="utf-8"))):
             for value in rec:
-                assert not value[:1] in ("=", "+", "-", "@"), (path.name, value)
+                assert value[:1] not in ("=", "+", "-", "@"), (path.name, value)
 
 
 @pytest.mark.heavy   # a grading run

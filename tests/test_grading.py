@@ -19,9 +19,10 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from helpers import SAMPLE, answered, cell, code, insert_after, released
 from xlalab import grade
 from xlalab.grading import CheckState  # noqa: F401  (the notebook side must keep importing)
+
+from helpers import SAMPLE, answered, cell, code, insert_after, released
 
 pytestmark = [pytest.mark.xdist_group("grading"), pytest.mark.slow]
 
@@ -50,7 +51,8 @@ def build_submissions(root: Path, out: Path) -> dict[str, Path]:
     subs["os_exit"] = insert_after(answered(root), "p1-check", "import os\nos._exit(1)")
     subs["segfault"] = insert_after(answered(root), "p1-check", "import ctypes\nctypes.string_at(0)")
     subs["memory_bomb"] = insert_after(answered(root), "p1-check",
-                                       "import resource\nprint(resource.getrlimit(resource.RLIMIT_AS))\nhog = [np.empty(2**30, np.uint8) for _ in range(16)]  # 16 GiB, untouched")
+                                       "import resource\nprint(resource.getrlimit(resource.RLIMIT_AS))\n"
+                                       "hog = [np.empty(2**30, np.uint8) for _ in range(16)]  # 16 GiB, untouched")
     nb = answered(root)
     cell(nb, "p1-answer").source = WRONG_SCALE
     cell(nb, "p1-check").source = cell(nb, "p1-check").source.replace("[2.0, 4.0, 6.0]", "[1.0, 1.0, 1.0]")

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from xlalab import hlo, hlo_draw
+
 from helpers import handin_copy
 
 CORPUS = Path(__file__).parent / "data" / "hlo"
@@ -66,8 +67,8 @@ def test_one_cluster_per_kernel_with_its_kind_and_bytes(name):
     for k in s["kernel_list"]:
         label = hlo_draw.kernel_label(module, module.computations[k["computation"]].instructions[
             [i.name for i in module.computations[k["computation"]]].index(k["name"])])
-        if KINDS[name] is not None:
-            assert label == KINDS[name][k["name"]]
+        if (kinds := KINDS[name]) is not None:
+            assert label == kinds[k["name"]]
         elif k["kind"] is not None:
             assert label.split(" · ")[0] == k["kind"]
         # The kernel's header: its kind, and the summary's bytes (exact in the tooltip, rounded on the box).
@@ -100,6 +101,7 @@ def test_edge_bytes_and_written_bytes_add_up_to_the_summary(name):
         comp = module.computations[k["computation"]]
         inst = next(i for i in comp if i.name == k["name"])
         _, written = hlo.kernel_traffic(module, comp, inst)
+        assert written is not None, k["name"]
         into = sum(n for (src, dst), n in edges.items() if dst == k["node"])
         assert into + written == k["bytes"], (k["name"], into, written, k["bytes"])
 
@@ -148,10 +150,11 @@ def test_before_after_share_one_picture_with_summary_totals():
     before = load("tf_cpu_step_before_optimizations.txt")
     d = hlo.draw(after, before=before, format="dot")
     sb, sa = hlo.summary(before), hlo.summary(after)
-    for prefix, s, stage in (("m0_", sb, "before optimization"), ("m1_", sa, "optimized")):
+    for _prefix, s, stage in (("m0_", sb, "before optimization"), ("m1_", sa, "optimized")):
         assert f"{stage}: {s['kernels']} kernels, {hlo_draw.format_bytes(s['bytes_moved'])} moved" in d.source
         assert sum(1 for k in d.kernels if k["stage"] == stage) == s["kernels"]
-    assert d.source.count("subgraph \"cluster_m0_module\"") == 1 and d.source.count("subgraph \"cluster_m1_module\"") == 1
+    assert (d.source.count("subgraph \"cluster_m0_module\"") == 1
+            and d.source.count("subgraph \"cluster_m1_module\"") == 1)
 
 
 def test_marks_and_highlights():
@@ -203,13 +206,13 @@ def test_not_a_module_is_a_clear_error():
     with pytest.raises(ValueError, match="no ENTRY computation"):
         hlo.draw(load("tf_cpu_step_buffer_assignment.txt"))
     with pytest.raises(TypeError, match="HLO text or an xlalab.hlo.Module"):
-        hlo.draw(42)
+        hlo.draw(42)  # type: ignore[arg-type]  # the wrong type is the point
     with pytest.raises(ValueError, match="format="):
         hlo.draw(load("gpu_loop_fusion.txt"), format="jpeg")
 
 
 def test_missing_graphviz_names_the_install_command(monkeypatch):
-    monkeypatch.setattr(hlo_draw.shutil, "which", lambda name: None)
+    monkeypatch.setattr(hlo_draw.shutil, "which", lambda name: None)  # type: ignore[attr-defined]  # graph's shutil
     with pytest.raises(hlo.GraphvizMissing, match="apt-get install -y graphviz"):
         hlo.draw(load("gpu_loop_fusion.txt"))
     # The dot text needs no Graphviz.
@@ -285,7 +288,9 @@ def test_stack_draws_the_two_modules_one_above_the_other():
     assert not re.search(r"m0_result -> m1_", side.source)
 
     def size(d: hlo.Drawing) -> tuple[float, float]:
-        w, h = re.search(r'<svg width="([\d.]+)pt" height="([\d.]+)pt"', d.data.decode()).groups()
+        m = re.search(r'<svg width="([\d.]+)pt" height="([\d.]+)pt"', d.data.decode())
+        assert m, "no <svg width height> in pt"
+        w, h = m.groups()
         return float(w), float(h)
 
     (sw, sh), (tw, th) = size(side), size(stacked)

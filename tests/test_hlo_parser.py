@@ -132,7 +132,8 @@ ENTRY main {
 """
     module = hlo.parse(text)
     assert module.find("r").operands == ["a", "a"]
-    assert module.entry.root.name == "r"
+    root = module.entry.root
+    assert root is not None and root.name == "r"
 
 
 # ---------------------------------------------------------------------------------------------
@@ -251,7 +252,8 @@ def test_every_primitive_type(dtype, bits):
 def test_token_and_unknown_type():
     assert hlo.parse_shape("token[]").bytes == 0
     text = "HloModule m\nENTRY %e () -> token[] {\n  ROOT %t = token[] after-all()\n}\n"
-    assert hlo.parse(text).entry.root.dtype == "token"
+    root = hlo.parse(text).entry.root
+    assert root is not None and root.dtype == "token"
     with pytest.raises(ValueError, match="f9e9"):
         hlo.parse_shape("f9e9[4]{0}")
     with pytest.raises(ValueError, match="f9e9"):
@@ -330,7 +332,7 @@ ENTRY %main (p: f32[2]) -> (f32[2], f32[2], f32[2], f32[2], f32[2], /*index=5*/f
     assert cc.op_type == "MatMul" and "dense/MatMul {x}" in cc.op_name
     assert cc.attrs["frontend_attributes"].startswith("{_xla_stream_annotation")
     assert cc.backend_config["note"] == 'braces } and { and "quotes" inside'
-    assert len(m.find("t").operands) == 6 and len(m.find("t").shape.tuple_shapes) == 6
+    assert len(m.find("t").operands) == 6 and len(m.find("t").shape.tuple_shapes or ()) == 6
     # The s8[64] workspace is not counted: reads 8 B, writes 8 B.
     assert hlo.summary(m)["bytes_moved"] == 16
     (op,) = hlo.matrix_ops(m)
@@ -600,7 +602,8 @@ def test_reshape_is_bitcast_agrees_with_element_positions():
     outcomes = set()
     for _ in range(1500):
         src = [rng.choice([1, 2, 3, 4, 6]) for _ in range(rng.randint(1, 4))]
-        dst, rest = [], int(np.prod(src))
+        dst: list[int] = []
+        rest = int(np.prod(src))
         while rest > 1 and len(dst) < 3:
             d = rng.choice([k for k in range(1, rest + 1) if rest % k == 0])
             dst.append(d)

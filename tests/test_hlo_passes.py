@@ -213,8 +213,8 @@ window.addEventListener("load", function () {
 
 def _chromium() -> str:
     for name in ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable"):
-        if shutil.which(name):
-            return shutil.which(name)
+        if path := shutil.which(name):
+            return path
     pytest.skip("no headless Chromium installed (Debian: apt-get install chromium)")
 
 
@@ -259,7 +259,7 @@ def test_passes_of_a_real_function_start_unoptimized_and_end_optimized(tmp_path)
     x, y = tf.ones([4, 8]), tf.ones([4, 8])
     frames = hlo.passes(f, x, y, keep=tmp_path)
 
-    def same(a: str, b: str) -> str:
+    def same(a: str, b: str) -> tuple[str, str]:
         return re.sub(r"ENTRY %\S+", "ENTRY %e", pipeline.normalized(a)), re.sub(r"ENTRY %\S+", "ENTRY %e",
                                                                                  pipeline.normalized(b))
 

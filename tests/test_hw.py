@@ -2,6 +2,7 @@
 
 import subprocess
 import sys
+from typing import Any
 
 import pytest
 
@@ -67,9 +68,14 @@ def test_unknown_or_ambiguous_names_match_nothing(name):
 
 
 def test_lookalike_models_get_their_own_peaks():
-    assert hw.gpu_peaks("NVIDIA L40S").bandwidth_gbps != hw.gpu_peaks("NVIDIA L4").bandwidth_gbps
-    assert hw.gpu_peaks("NVIDIA H100 PCIe").bandwidth_gbps < hw.gpu_peaks("NVIDIA H100 80GB HBM3").bandwidth_gbps
-    assert hw.gpu_peaks("NVIDIA A100 80GB PCIe").bandwidth_gbps < hw.gpu_peaks("NVIDIA A100-SXM4-80GB").bandwidth_gbps
+    def gbps(name: str) -> float:
+        peaks = hw.gpu_peaks(name)
+        assert peaks is not None, name
+        return peaks.bandwidth_gbps
+
+    assert gbps("NVIDIA L40S") != gbps("NVIDIA L4")
+    assert gbps("NVIDIA H100 PCIe") < gbps("NVIDIA H100 80GB HBM3")
+    assert gbps("NVIDIA A100 80GB PCIe") < gbps("NVIDIA A100-SXM4-80GB")
 
 
 def test_peaks_table_is_complete_and_sourced():
@@ -130,7 +136,7 @@ def test_unknown_gpu_gets_a_measured_roof_labelled_as_measured(monkeypatch, caps
     """A GPU without a datasheet row (here a laptop RTX 4090) is measured, never refused (main raised LookupError)
     and never given a neighbour's row (the desktop RTX 4090's)."""
     name = "NVIDIA GeForce RTX 4090 Laptop GPU"
-    seen = {}
+    seen: dict[str, Any] = {}
     _fake_measurements(monkeypatch, seen)
     monkeypatch.delenv("XLALAB_FAKE_GPU", raising=False)
     monkeypatch.setattr(hw, "backend", lambda: hw.Backend("gpu", name, "XLA:GPU", "/GPU:0"))
@@ -151,7 +157,7 @@ def test_unknown_gpu_gets_a_measured_roof_labelled_as_measured(monkeypatch, caps
 
 
 def test_unknown_fake_gpu_is_measured_on_the_cpu_standing_in(monkeypatch):
-    seen = {}
+    seen: dict[str, Any] = {}
     _fake_measurements(monkeypatch, seen)
     monkeypatch.setenv("XLALAB_FAKE_GPU", "NVIDIA GeForce GTX 1660 SUPER")
     monkeypatch.setenv("XLALAB_FAKE_GPU_CC", "7.5")
@@ -236,7 +242,8 @@ def test_cpu_peaks_roof_is_the_multithreaded_copy(tmp_path, monkeypatch):
     monkeypatch.setenv("XLALAB_CACHE", str(tmp_path))
     monkeypatch.setattr(hw, "measure_bandwidth", lambda refresh=False: {
         "copy_gbps": 10.0, "copy_threads_gbps": 30.0, "threads": 4, "triad_gbps": 12.0})
-    monkeypatch.setattr(hw, "measure_matmul_flops", lambda refresh=False: {"numpy_tflops": 0.5, "tensorflow_tflops": 0.4})
+    monkeypatch.setattr(hw, "measure_matmul_flops",
+                        lambda refresh=False: {"numpy_tflops": 0.5, "tensorflow_tflops": 0.4})
     p = hw.cpu_peaks()
     assert p.bandwidth_gbps == 30.0 and p.measured["copy_gbps"] == 10.0
     assert "4 threads" in p.source and "multi-threaded" in p.source

@@ -20,6 +20,7 @@ import io
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -111,7 +112,7 @@ def forged(baseline: str, variants: list[str], outcome: str, n: int = 20) -> xla
 
 
 def _forge_all(spec: dict, outcome: str) -> dict:
-    out = {}
+    out: dict[str, Any] = {}
     for var, value in spec.items():
         if isinstance(value, dict):
             out[var] = {k: forged(b, v, outcome) for k, (b, v) in value.items()}
@@ -145,12 +146,14 @@ def test_each_verdict_prints_each_outcome(v, outcome):
     lines = [line for line in printed.splitlines() if line.strip()]
     n_verdicts = sum(len(x[1]) if isinstance(x, tuple) else sum(len(y[1]) for y in x.values())
                      for x in v.comparisons.values())
-    assert len(lines) >= n_verdicts, f"{v.lab}:{v.cell} printed {len(lines)} lines for {n_verdicts} verdicts:\n{printed}"
+    assert len(lines) >= n_verdicts, \
+        f"{v.lab}:{v.cell} printed {len(lines)} lines for {n_verdicts} verdicts:\n{printed}"
     assert all(line.rstrip().endswith(WORDS[outcome]) or WORDS[outcome] + "   (" in line for line in lines
                if ":" in line and "x [" in line), printed
     for other, words in WORDS.items():
         if other != outcome:
-            assert not re.search(rf"\b{re.escape(words)}\b", printed), f"{outcome} forced, '{words}' printed:\n{printed}"
+            assert not re.search(rf"\b{re.escape(words)}\b", printed), \
+                f"{outcome} forced, '{words}' printed:\n{printed}"
     assert WORDS[outcome] in printed
 
 

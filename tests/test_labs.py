@@ -15,18 +15,20 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from xlalab import assign, grade
 from xlalab.grading import answers as answers_mod
+
 from helpers import handin_copy
 
 REPO = Path(__file__).resolve().parent.parent
 SOLUTIONS = sorted((REPO / "solutions").glob("lab*.ipynb"))
 TINY = {"XLALAB_PROFILE": "tiny"}
 FAKE_GPU = {**TINY, "XLALAB_FAKE_GPU": "NVIDIA A100-SXM4-40GB"}
-LIMITS = {"cell_timeout": 900, "timeout": 2400, "memory_gb": 8}
+LIMITS: dict[str, Any] = {"cell_timeout": 900, "timeout": 2400, "memory_gb": 8}
 
 
 def _mutations() -> list:
@@ -172,7 +174,6 @@ def _lab_namespace(path: Path, *cell_ids: str, **names) -> dict:
     import xlalab.bench
     import xlalab.hlo
     import xlalab.hw
-
     from xlalab.grading.probe import check_rng, probe
 
     # The checks run whole here, as while a student works (probe calls the function); `written` reads the

@@ -107,7 +107,8 @@ def test_kernels_is_a_list_on_any_backend(xla_profile):
 
 
 def test_gviz_rows_reads_a_data_table():
-    table = json.loads('{"cols": [{"id": "a"}, {"id": "b"}], "rows": [{"c": [{"v": 1}, {"v": "x"}]}, {"c": [null, {"v": 2}]}]}')
+    table = json.loads('{"cols": [{"id": "a"}, {"id": "b"}], '
+                       '"rows": [{"c": [{"v": 1}, {"v": "x"}]}, {"c": [null, {"v": 2}]}]}')
     assert profile.gviz_rows(table) == [{"a": 1, "b": "x"}, {"a": None, "b": 2}]
 
 
@@ -116,10 +117,13 @@ def test_hlo_ops_prefer_device_kernels_over_host_events():
     prof = profile.Profile("/tmp/none", "/tmp/none/plugins/profile/run", [], steps=2)
     mod = {"hlo_module": "m.1"}
     events = [profile.TraceEvent("/host:CPU", "python", "thunk", 0.0, 50.0, {**mod, "hlo_op": "fusion.1"})]
-    for step in range(2):
-        events += [profile.TraceEvent("/device:GPU:0", "Stream #14", "loop_fusion", 10.0, 3.0, {**mod, "hlo_op": "fusion.1"}),
-                   profile.TraceEvent("/device:GPU:0", "Stream #14", "gemm_kernel", 20.0, 7.0, {**mod, "hlo_op": "custom-call.2"}),
-                   profile.TraceEvent("/device:GPU:0", "Stream #14", "gemm_splitk", 30.0, 2.0, {**mod, "hlo_op": "custom-call.2"})]
+    for _step in range(2):
+        events += [profile.TraceEvent("/device:GPU:0", "Stream #14", "loop_fusion", 10.0, 3.0,
+                                      {**mod, "hlo_op": "fusion.1"}),
+                   profile.TraceEvent("/device:GPU:0", "Stream #14", "gemm_kernel", 20.0, 7.0,
+                                      {**mod, "hlo_op": "custom-call.2"}),
+                   profile.TraceEvent("/device:GPU:0", "Stream #14", "gemm_splitk", 30.0, 2.0,
+                                      {**mod, "hlo_op": "custom-call.2"})]
     ops = profile.hlo_ops(prof, events=events)
     assert [(o.name, o.calls, o.us_per_step, o.process) for o in ops] == [
         ("custom-call.2", 2.0, 9.0, "/device:GPU:0"), ("fusion.1", 1.0, 3.0, "/device:GPU:0")]

@@ -18,9 +18,10 @@ from pathlib import Path
 
 import pytest
 
-from helpers import SAMPLE, answered, insert_after
 from xlalab import grade
 from xlalab.grading import sandbox
+
+from helpers import SAMPLE, answered, insert_after
 
 pytestmark = [pytest.mark.xdist_group("sandbox"), pytest.mark.slow]
 
@@ -199,8 +200,8 @@ def test_the_jail_holds_only_python_the_package_and_the_work_folder(tmp_path):
 
     work = tmp_path / "work"
     work.mkdir()
-    if sandbox.host_uid() is not None:   # a root grader's jail is an unprivileged user: give it its folder
-        os.chown(work, sandbox.host_uid(), sandbox.host_uid())
+    if (uid := sandbox.host_uid()) is not None:   # a root grader's jail is an unprivileged user: give it its folder
+        os.chown(work, uid, uid)
     (tmp_path / "secret.txt").write_text("s")
     probe = ("import json, os, sys; import numpy, xlalab.grading\n"
              "def can(f):\n    try:\n        f(); return True\n    except OSError:\n        return False\n"
@@ -221,7 +222,8 @@ def test_the_jail_holds_only_python_the_package_and_the_work_folder(tmp_path):
     inside = sorted({Path(r).relative_to(sandbox.package_root()).parts[0] for r in sandbox._python_roots()
                      if Path(r).is_relative_to(sandbox.package_root())})
     assert seen["repo"] == sorted(["xlalab", *inside]), "only the package, not the repository (solutions/) around it"
-    assert seen["uid"] == sandbox.jail_uid() and seen["pid"] < 10, "own user (unprivileged under a root grader) and PID namespace"
+    assert seen["uid"] == sandbox.jail_uid() and seen["pid"] < 10, \
+        "own user (unprivileged under a root grader) and PID namespace"
     assert seen["home"] == "/tmp/home" and seen["token"] is None
     allowed = {"usr", "bin", "sbin", "lib", "lib32", "lib64", "libx32", "etc", "proc", "dev", "tmp", "sys"}
     allowed |= {Path(p).parts[1] for p in (sys.prefix, sys.base_prefix, str(sandbox.package_root()), str(work))}
@@ -334,7 +336,8 @@ def test_probe_hides_no_folder_that_python_lives_in(monkeypatch):
 
     seen: list[list[str]] = []
     monkeypatch.setattr(sandbox.subprocess, "run",
-                        lambda cmd, **kw: seen.append(cmd) or SimpleNamespace(returncode=0, stdout="", stderr=""))
+                        lambda cmd, **kw: seen.append(cmd)  # type: ignore[func-returns-value]  # None, so `or` goes on
+                        or SimpleNamespace(returncode=0, stdout="", stderr=""))
     sandbox.probe.cache_clear()
     try:
         assert sandbox.probe("/usr/bin/bwrap-for-the-test")[0]
@@ -360,12 +363,13 @@ def test_as_root_each_grading_process_jails_as_its_own_uid(monkeypatch):
     mine = sandbox.host_uid()
     with multiprocessing.get_context("spawn").Pool(1) as pool:
         other = pool.apply(_host_uid_as_root)
+    assert mine is not None and other is not None
     assert mine != other and min(mine, other) >= sandbox.JAIL_HOST_UID_BASE and max(mine, other) < 2**32 - 1
     monkeypatch.setenv("XLALAB_JAIL_HOST_UID", "65534")
     assert sandbox.host_uid() == 65534
 
 
-def _host_uid_as_root() -> int:
+def _host_uid_as_root() -> int | None:
     import os
 
     from xlalab.grading import sandbox
@@ -390,8 +394,8 @@ def test_memory_is_limited_per_jail_not_per_process(lab_root, tmp_path):
     """Break: with --memory-gb 4 one jail held 6.2 GiB (children each under the per-process limit). Here three
     children of 600 MiB each stay under a 1.5 GB address-space limit one by one but not together: a memory cgroup
     of the jail stops them; where the machine has none, the row says that only per-process limits held."""
-    from xlalab.grading.task import grade_one
     from xlalab.grading.lab import load_lab
+    from xlalab.grading.task import grade_one
 
     nb = insert_after(answered(lab_root), "p1-check", CHILDREN)
     path = tmp_path / "children.ipynb"

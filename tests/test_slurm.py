@@ -16,10 +16,11 @@ from pathlib import Path
 
 import pytest
 
-from helpers import LIMIT_ARGS, SAMPLE, answered, cell, insert_after, outputs, released, write_handins
-from slurm_local import LocalSlurm, unavailable
 from xlalab import grade
 from xlalab.grading import engine
+
+from helpers import LIMIT_ARGS, SAMPLE, answered, cell, insert_after, outputs, released, write_handins
+from slurm_local import LocalSlurm, unavailable
 
 pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("slurm")]
 
@@ -83,7 +84,8 @@ class Queue:
     """Polls ``squeue`` in a thread: every (job id, name, state) seen while grading."""
 
     def __init__(self, slurm: LocalSlurm):
-        self.slurm, self.seen, self._stop = slurm, set(), threading.Event()
+        self.seen: set[tuple[str, ...]] = set()
+        self.slurm, self._stop = slurm, threading.Event()
         self.thread = threading.Thread(target=self._poll, daemon=True)
 
     def _poll(self) -> None:
@@ -92,7 +94,7 @@ class Queue:
             self.seen.update(tuple(line.split()) for line in r.stdout.splitlines() if line.strip())
             time.sleep(0.3)
 
-    def __enter__(self) -> "Queue":
+    def __enter__(self) -> Queue:
         self.thread.start()
         return self
 

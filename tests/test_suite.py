@@ -77,7 +77,8 @@ def test_tiny_run_writes_json_and_plots(tiny):
 
 
 def test_schema_errors_catches_missing_keys():
-    assert suite.schema_errors({"results": []}) == ["missing top-level key 'hardware'", "missing top-level key 'versions'"]
+    assert suite.schema_errors({"results": []}) == ["missing top-level key 'hardware'",
+                                                     "missing top-level key 'versions'"]
     bad = {"hardware": {}, "versions": {}, "results": [{"workload": "gemv", "mode": "graph"}]}
     errors = suite.schema_errors(bad)
     assert any("lacks" in e and "median_ms" in e for e in errors)

@@ -31,7 +31,7 @@ def test_the_manual_template_writes_no_name_as_a_formula_and_reads_every_name_ba
     """Break: manual.csv wrote student names raw, so a spreadsheet ran ``=HYPERLINK(...)`` as a formula."""
     path = tmp_path / "manual.csv"
     rows = [_row(name) for name in FORMULAS] + [_row("ann")]
-    answers.write_manual_template(None, rows, path)
+    answers.write_manual_template(None, rows, path)  # type: ignore[arg-type]  # it reads no Lab here
     cells = [r[0] for r in csv.reader(io.StringIO(path.read_text(encoding="utf-8")))][1:]
     assert all(c[:1] not in ("=", "+", "-", "@") for c in cells), cells
     # Filled in and merged back, every student is found (the ' a spreadsheet keeps is taken off again).
@@ -39,7 +39,8 @@ def test_the_manual_template_writes_no_name_as_a_formula_and_reads_every_name_ba
     assert sorted(line["student"] for line in lines) == sorted(FORMULAS + ["ann"])
     for line in lines:
         line["points"] = "1"
-    changed, errors = answers.merge_manual(_Lab(), {r.student: r for r in rows}, lines)
+    # A stand-in Lab: merge_manual reads only its name and answers.
+    changed, errors = answers.merge_manual(_Lab(), {r.student: r for r in rows}, lines)  # type: ignore[arg-type]
     assert errors == [] and len(changed) == len(rows)
 
 
@@ -100,8 +101,9 @@ def test_a_hard_link_to_the_source_is_refused_and_a_byte_copy_is_flagged(tmp_pat
     a source file), its answers are not read; a hand-in whose bytes equal a source notebook's is flagged."""
     import shutil
 
-    from helpers import make_answers_root, MODEL_WHY, SAMPLE
     from xlalab import grade
+
+    from helpers import MODEL_WHY, SAMPLE, make_answers_root
 
     (tmp_path / "repo").mkdir()
     root = make_answers_root(tmp_path / "repo")
@@ -178,11 +180,12 @@ def test_the_graders_own_work_on_a_hand_in_of_130000_cells_is_bounded(tmp_path):
     jail. A hand-in of more than MAX_CELLS cells is refused at reading, before any per-cell work."""
     import time
 
-    from helpers import SAMPLE, make_answers_root, released
     from xlalab.grading import answers as answers_mod, similarity
     from xlalab.grading.lab import load_lab
     from xlalab.grading.submissions import MAX_CELLS
     from xlalab.grading.task import grade_one
+
+    from helpers import SAMPLE, make_answers_root, released
 
     (tmp_path / "repo").mkdir()
     root = make_answers_root(tmp_path / "repo")
@@ -218,9 +221,10 @@ def test_a_kernel_flooding_its_own_sockets_is_stopped_at_the_cell_timeout(tmp_pa
     up to the notebook's limit (here 120 s). The watchdog fails the cell within a second of its timeout."""
     import time
 
-    from helpers import SAMPLE, answered, insert_after, make_lab_root
     from xlalab.grading.lab import load_lab
     from xlalab.grading.task import grade_one
+
+    from helpers import SAMPLE, answered, insert_after, make_lab_root
 
     (tmp_path / "repo").mkdir()
     root = make_lab_root(tmp_path / "repo")
@@ -269,4 +273,4 @@ def test_the_watchdog_notices_a_dead_kernel_while_messages_keep_coming():
     kernel.km.alive = True
     with pytest.raises(watchdog.Empty):
         get(kernel, "iopub", timeout=0.5)
-    assert time.monotonic() - watch.started < 1.0
+    assert watch.started is not None and time.monotonic() - watch.started < 1.0

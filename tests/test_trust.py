@@ -20,9 +20,10 @@ import nbformat
 import numpy as np
 import pytest
 
-from helpers import SAMPLE, answered, code, insert_after, make_lab_root, released, sample_solution
 from xlalab import grade
 from xlalab.grading import sandbox
+
+from helpers import SAMPLE, answered, code, insert_after, make_lab_root, released, sample_solution
 
 pytestmark = [pytest.mark.xdist_group("sandbox")]
 
@@ -442,7 +443,8 @@ def test_make_labs_refuses_a_check_that_reads_a_student_name_outside_probe():
     nb = sample_solution()
     assert check_problems(nb) == []
     c = next(c for c in nb.cells if c.get("id") == "p1-check")
-    c.source = c.source.replace("np.testing.assert_allclose(np.asarray(got", "np.testing.assert_allclose(np.asarray(scale([1, 2, 3], 2.0)")
+    c.source = c.source.replace("np.testing.assert_allclose(np.asarray(got",
+                                "np.testing.assert_allclose(np.asarray(scale([1, 2, 3], 2.0)")
     problems = check_problems(nb)
     assert any("p1-scale" in p and "scale" in p and "outside probe" in p for p in problems), problems
     c.source = c.source.replace("# JUDGE\n", "")

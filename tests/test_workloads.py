@@ -65,6 +65,7 @@ def test_gemv_counts():
 
 @pytest.mark.parametrize("kind", ["memory", "transcendental", "layer_norm"])
 def test_fusion_bodies_match_reference(kind):
+    arrays: tuple[np.ndarray, ...]
     if kind == "layer_norm":
         arrays = fusion.make_rows(8)
     else:

@@ -1,6 +1,7 @@
 """``python -m xlalab.assign``: write labs/ from solutions/. The code is :mod:`xlalab.grading.assign`."""
 
 import sys
+from typing import TYPE_CHECKING
 
 from xlalab.grading import assign as _impl
 
@@ -8,3 +9,6 @@ if __name__ == "__main__":
     sys.exit(_impl.main())
 else:  # ``from xlalab import assign`` is the implementation module itself
     sys.modules[__name__] = _impl
+
+if TYPE_CHECKING:  # type checkers cannot follow the sys.modules swap: show them the module's names
+    from xlalab.grading.assign import *  # noqa: F403

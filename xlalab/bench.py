@@ -15,8 +15,9 @@ from __future__ import annotations
 
 import random
 import time
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -178,10 +179,11 @@ def benchmark(fn: Callable, *args: Any, name: str | None = None, warmup: int = 2
     start = _clock()
     while len(samples) < max_repeats and (len(samples) < min_repeats or _clock() - start < min_time):
         samples.append(_time_call(fn, args, do_sync))
-    return Timing(name or getattr(fn, "__name__", "fn"), first, samples)
+    return Timing(name or str(getattr(fn, "__name__", "fn")), first, samples)
 
 
-def bootstrap_ratio_ci(baseline_s: Sequence[float], variant_s: Sequence[float], n_boot: int = 2000,
+def bootstrap_ratio_ci(baseline_s: Sequence[float] | np.ndarray, variant_s: Sequence[float] | np.ndarray,
+                       n_boot: int = 2000,
                        level: float = 0.95, seed: int = 0, paired: bool = False) -> tuple[float, float]:
     """Confidence interval of ``median(baseline) / median(variant)`` by resampling the samples.
 
@@ -282,7 +284,8 @@ class Comparison:
 
     def table(self) -> str:
         """A fixed-width text table, one row per variant; with a stopping rule, a last line says why it stopped."""
-        head = f"{'variant':<16} {'first call':>11} {'median':>10} {'IQR':>9} {'n':>5}  speedup vs {self.baseline} [95% CI]"
+        head = (f"{'variant':<16} {'first call':>11} {'median':>10} {'IQR':>9} {'n':>5}  "
+                f"speedup vs {self.baseline} [95% CI]")
         rows = [head, "-" * len(head)]
         for name, t in self.timings.items():
             lo, hi = self.cis[name]
@@ -409,7 +412,7 @@ class DelayedResult:
         self._ready_at = time.perf_counter() + seconds
         self._value = value
 
-    def block_until_ready(self) -> "DelayedResult":
+    def block_until_ready(self) -> DelayedResult:
         remaining = self._ready_at - time.perf_counter()
         if remaining > 0:
             time.sleep(remaining)

@@ -27,9 +27,10 @@ import re
 import subprocess
 import sys
 import tempfile
-from pathlib import Path
 import types
-from typing import Any, Iterator
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
 
 # Optional dependency -> the requirement that provides it (the same specifiers as pyproject.toml; a unit test
 # keeps them equal). Imported by module name; installed by requirement.
@@ -138,7 +139,8 @@ def tensorflow_version() -> str | None:
 
 
 def built_with(path: str | Path = BUILT_WITH) -> dict[str, str]:
-    """``{"tensorflow": "2.21.0", "backend": "XLA:CPU"}``: what the labs were generated and graded on ({} if unknown)."""
+    """``{"tensorflow": "2.21.0", "backend": "XLA:CPU"}``: what the labs were generated and graded on
+    ({} if unknown)."""
     try:
         data = json.loads(Path(path).read_text(encoding="utf-8"))
     except (OSError, ValueError):
@@ -250,6 +252,7 @@ def held_probe_messages() -> Iterator[None]:
         os.close(saved)
         yield
         return
+    assert filt.stdin is not None  # stdin=PIPE
     os.dup2(filt.stdin.fileno(), 2)
     try:
         yield
@@ -268,7 +271,8 @@ def _fake_gpu_set() -> bool:
 
 
 def quiet_tensorflow(list_devices: bool = True) -> list[str]:
-    """Import TensorFlow with its CUDA probe's messages held back; return the GPUs it sees (names like ``/physical_device:GPU:0``).
+    """Import TensorFlow with its CUDA probe's messages held back; return the GPUs it sees (names like
+    ``/physical_device:GPU:0``).
 
     What every lab's setup cell calls before its imports. Sets ``TF_CPP_MIN_LOG_LEVEL=2`` unless it is set. With
     ``list_devices`` (the default) it also lists the GPUs, the moment TensorFlow runs its ``cuInit`` probe, and
@@ -298,7 +302,8 @@ def nvidia_driver_present() -> bool:
 
 
 def glue_stand_in() -> types.ModuleType:
-    """A ``myst_nb`` module whose ``glue(name, value, display=True)`` shows ``value`` as the book's glue does in a notebook.
+    """A ``myst_nb`` module whose ``glue(name, value, display=True)`` shows ``value`` as the book's glue does in a
+    notebook.
 
     The chapters glue their measured numbers into the text with ``myst_nb.glue``, which only the book build needs;
     Colab has no ``myst_nb``, and installing it pulls in Sphinx.

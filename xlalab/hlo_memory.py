@@ -1,7 +1,11 @@
 """Moved to :mod:`xlalab.hlo.memory`; ``xlalab.hlo_memory`` is that same module, so old imports keep working."""
 
 import sys
+from typing import TYPE_CHECKING
 
 from xlalab.hlo import memory as _moved
 
 sys.modules[__name__] = _moved
+
+if TYPE_CHECKING:  # type checkers cannot follow the sys.modules swap: show them the module's names
+    from xlalab.hlo.memory import *  # noqa: F403

@@ -529,7 +529,8 @@ def _best_of(fn, repeats: int) -> float:
 
 
 def _threaded_copy_s(dst, src, threads: int, repeats: int) -> float:
-    """Best time of copying ``src`` into ``dst`` with ``threads`` threads, each one contiguous slice (NumPy frees the GIL)."""
+    """Best time of copying ``src`` into ``dst`` with ``threads`` threads, each one contiguous slice (NumPy frees
+    the GIL)."""
     from concurrent.futures import ThreadPoolExecutor
 
     import numpy as np
@@ -561,7 +562,7 @@ def _device_copy_gbps(device: str, megabytes: int, repeats: int) -> float:
 
 
 def measure_bandwidth(megabytes: int = 256, repeats: int = 5, refresh: bool = False,
-                      device: str | None = None, cache: bool = True) -> dict[str, float]:
+                      device: str | None = None, cache: bool = True) -> dict[str, Any]:
     """Measure memory bandwidth in GB/s; cached per machine unless ``refresh`` is true.
 
     ``cache=False`` measures without reading or writing the cache (a second opinion that leaves the
@@ -612,7 +613,8 @@ def measure_bandwidth(megabytes: int = 256, repeats: int = 5, refresh: bool = Fa
     return result
 
 
-def measure_matmul_flops(n: int = 2048, repeats: int = 5, refresh: bool = False, cache: bool = True) -> dict[str, float]:
+def measure_matmul_flops(n: int = 2048, repeats: int = 5, refresh: bool = False,
+                         cache: bool = True) -> dict[str, float]:
     """Measure dense float32 matmul throughput: ``{"numpy_tflops": ..., "tensorflow_tflops": ...}``.
 
     Times ``[n, n] @ [n, n]`` (``2 * n**3`` FLOPs) with NumPy's BLAS and with TensorFlow's CPU kernel;
@@ -700,7 +702,7 @@ def measure_matmul_rates(device: str, dtypes: tuple[str, ...] = ("fp32",), n: in
                 tf.test.experimental.sync_devices()
 
                 def once() -> None:
-                    step(a, b)
+                    step(a, b)  # noqa: B023  (called only within this iteration)
                     tf.test.experimental.sync_devices()
 
                 out[dtype] = round(2 * n**3 / _best_of(once, repeats) / 1e12, 4)

@@ -6,7 +6,8 @@ notebook can add to it, save it or glue it.
 
 from __future__ import annotations
 
-from typing import Any, Mapping, Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -32,9 +33,9 @@ def use_style() -> None:
     import matplotlib as mpl
     from cycler import cycler
 
-    style = dict(STYLE)
+    style: dict[str, Any] = dict(STYLE)
     style["axes.prop_cycle"] = cycler(color=COLORS)
-    mpl.rcParams.update(style)
+    mpl.rcParams.update(style)  # type: ignore[arg-type]  # its stubs take only the Literal names of rc keys
 
 
 def _axes(ax: Any) -> Any:
@@ -108,13 +109,13 @@ def scaling(x: Sequence[float], series: Mapping[str, Sequence[float]], xlabel: s
             loglog: bool = True, ax: Any = None, title: str | None = None, slopes: Sequence[int] = ()) -> Any:
     """Curves of ``series[name]`` against ``x`` (log-log by default); ``slopes`` adds reference lines x**k."""
     ax = _axes(ax)
-    x = np.asarray(x, dtype=float)
+    xs = np.asarray(x, dtype=float)
     for name, ys in series.items():
-        ax.plot(x, ys, "o-", label=name)
+        ax.plot(xs, ys, "o-", label=name)
     for k in slopes:
         first = next(iter(series.values()))
-        ref = first[0] * (x / x[0]) ** k
-        ax.plot(x, ref, ls="--", color="gray", lw=0.8, label=f"∝ n^{k}")
+        ref = first[0] * (xs / xs[0]) ** k
+        ax.plot(xs, ref, ls="--", color="gray", lw=0.8, label=f"∝ n^{k}")
     if loglog:
         ax.set_xscale("log")
         ax.set_yscale("log")

@@ -29,8 +29,9 @@ import re
 import sys
 import tempfile
 from collections import defaultdict
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 #: The name of the step markers :func:`capture` writes (``tf.profiler.experimental.Trace(STEP, step_num=i)``).
 STEP = "train"
@@ -245,7 +246,8 @@ def framework_ops(prof: Profile, idle: bool = False) -> list[dict[str, Any]]:
 
 
 def by_type(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """:func:`framework_ops` rows summed by op ``type`` (and ``where``): ``{"type", "where", "ops", "us_per_step", "share"}``."""
+    """:func:`framework_ops` rows summed by op ``type`` (and ``where``):
+    ``{"type", "where", "ops", "us_per_step", "share"}``."""
     sums: dict[tuple[str, str], dict[str, Any]] = {}
     for r in rows:
         key = (r["type"], r["where"])
@@ -363,7 +365,7 @@ def step_timeline(prof: Profile, step: int = -1, events: list[TraceEvent] | None
     on_device = [e for e in tagged if not e.process.startswith("/host")]
     chosen = sorted(on_device or tagged, key=lambda e: (e.ts_us, e.process, e.thread, str(e.args["hlo_op"])))
     lanes: list[str] = []
-    ops = []
+    ops: list[dict[str, Any]] = []
     for e in chosen:
         lane = f"{e.process} / {e.thread}"
         if lane not in lanes:

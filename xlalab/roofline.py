@@ -8,8 +8,9 @@ Units throughout: FLOPs, bytes, seconds, FLOP/s and bytes/s.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any
 
 
 def arithmetic_intensity(flops: float, bytes_moved: float) -> float:

@@ -28,8 +28,9 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import Any, Callable, Iterable
+from typing import Any
 
 import numpy as np
 
@@ -151,7 +152,7 @@ def _hlo_summary(runner: W.Runner) -> dict[str, Any] | None:
 
 
 def _row(case: W.Case, mode: str, **kw: Any) -> dict[str, Any]:
-    row = {k: None for k in RESULT_KEYS}
+    row: dict[str, Any] = {k: None for k in RESULT_KEYS}
     row.update(workload=case.workload, case=case.name, mode=mode, description=case.description,
                throughput_unit=case.unit, flops=case.flops, min_bytes=case.min_bytes, dtype="float32",
                tolerance=None, rel_error=None, errors=None, interleaved=None, hlo=None)
@@ -190,7 +191,8 @@ def _within(errs: dict[str, float], tol: float | dict[str, float]) -> bool:
 
 
 def run_case(case: W.Case, peak: Any, bandwidth: float, min_time: float | None, cell: Callable[[str], None],
-             mixed: str | None, hlo_training: tuple[str, ...] = XLA_MODES) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+             mixed: str | None,
+             hlo_training: tuple[str, ...] = XLA_MODES) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     """Run one case in every in-process mode: first call, check, HLO summary, interleaved timing.
 
     ``hlo_training``: the modes whose training steps get an HLO summary (it compiles the step a second time).
@@ -243,7 +245,8 @@ def run_case(case: W.Case, peak: Any, bandwidth: float, min_time: float | None, 
         if check["correct"]:
             runners[mode] = runner
         else:
-            _progress(f"      {mode} is WRONG: relative errors {check['errors']} beyond {check['tolerance']}; not timed")
+            _progress(f"      {mode} is WRONG: relative errors {check['errors']} beyond {check['tolerance']}; "
+                      "not timed")
     cell(f"{case.workload}/{case.name} timing {', '.join(runners)} interleaved")
     # Every runner has been called once already (the checked first call), and compare() calls each once
     # more before its rounds: one further warm-up call is enough.
@@ -290,6 +293,7 @@ class _Autocluster:
         try:
             if self.proc is None:
                 return rows
+            code: int | str
             try:
                 code = self.proc.wait(timeout=1200)
             except subprocess.TimeoutExpired:
@@ -345,7 +349,7 @@ def _worker(out_dir: str, profile: str, only: list[str], min_time: float | None)
             runner = case.build("autocluster")
             out, first = _first_call(runner)
             outputs = runner.outputs(out)
-            np.savez(Path(out_dir) / f"out{i}.npz", **outputs)
+            np.savez(Path(out_dir) / f"out{i}.npz", **outputs)  # type: ignore[arg-type]  # mypy: a key could be allow_pickle
             t = benchmark(runner, warmup=2, min_time=case.min_time if min_time is None else min_time)
             report[key] = {"first_call_s": first, "samples_s": t.samples_s, "outputs": f"out{i}.npz"}
         except Exception as exc:  # noqa: BLE001
@@ -362,11 +366,11 @@ def _cleanup() -> None:
 
 
 def _versions() -> dict[str, str]:
+    from importlib.metadata import PackageNotFoundError, version
+
     import keras
     import matplotlib
     import tensorflow as tf
-
-    from importlib.metadata import PackageNotFoundError, version
 
     try:
         xv = version("xlalab")
@@ -377,7 +381,8 @@ def _versions() -> dict[str, str]:
 
 
 def _hardware(profile: str) -> tuple[dict[str, Any], Any, float]:
-    """The hardware summary plus the ceilings of the device that runs the work; returns (dict, peak_flops(dtype), bandwidth B/s).
+    """The hardware summary plus the ceilings of the device that runs the work; returns (dict, peak_flops(dtype),
+    bandwidth B/s).
 
     The roof is :func:`xlalab.hw.peaks` of that device: a GPU's datasheet entry (with its device copy
     bandwidth measured now), or the CPU's measured ceilings (multi-threaded copy bandwidth). Under
@@ -613,7 +618,8 @@ def plot(doc: dict[str, Any], directory: Path, stem: str) -> list[Path]:
 def table(doc: dict[str, Any]) -> str:
     """The results as a fixed-width text table, one line per workload, case and mode."""
     head = (f"{'workload/case':<26} {'mode':<12} {'ok':<3} {'first s':>8} {'median ms':>10} {'IQR ms':>8} "
-            f"{'throughput':>16} {'vs graph [95% CI]':>22} {'GB/s':>7} {'TFLOP/s':>8} {'roof':>6} {'fus':>4} {'kern':>5}")
+            f"{'throughput':>16} {'vs graph [95% CI]':>22} {'GB/s':>7} {'TFLOP/s':>8} {'roof':>6} {'fus':>4} "
+            f"{'kern':>5}")
     lines = [head, "-" * len(head)]
     for r in doc["results"]:
         name = f"{r['workload']}/{r['case']}"
@@ -633,7 +639,8 @@ def table(doc: dict[str, Any]) -> str:
             f"{r['throughput']:>10.3g} {unit[:5]:<5} {sp:>22} {r['achieved_gbps']:>7.2f} {r['achieved_tflops']:>8.4f} "
             f"{r['roofline_fraction']:>6.2f} {'' if r['fusions'] is None else r['fusions']:>4} "
             f"{'' if r['kernels'] is None else r['kernels']:>5}")
-    lines.append("* autocluster runs in a child process: its speedup is against the parent's graph samples, not interleaved")
+    lines.append("* autocluster runs in a child process: its speedup is against the parent's graph samples, "
+                 "not interleaved")
     lines.append("")
     lines.append("Optimized HLO of the XLA modes (what was fused, what runs on its own):")
     for r in doc["results"]:
@@ -647,7 +654,8 @@ def table(doc: dict[str, Any]) -> str:
         if impls:
             fused += f" (implementations: {', '.join(impls)})"
         lines.append(f"  {r['workload']}/{r['case']} {r['mode']}: {h['fusions']} fusions ({kinds or 'none'}), "
-                     f"{h['kernels']} kernels; on their own: {alone or 'nothing'}; inside fusions: {fused or 'nothing'}; "
+                     f"{h['kernels']} kernels; on their own: {alone or 'nothing'}; "
+                     f"inside fusions: {fused or 'nothing'}; "
                      f"{h['ops_by_opcode'].get('copy', 0)} copies")
     return "\n".join(lines)
 

@@ -7,9 +7,25 @@ as a script in ``tests/`` has it too); the fixtures are in ``tests/conftest.py``
 """
 
 from helpers.grading import LIMIT_ARGS, LIMITS, outputs, write_handins
-from helpers.labs import (MODEL_WHY, RUBRIC_SCALE, RUBRIC_WHY, SAMPLE, SAMPLE_URL, answered, cell, check, code,
-                          handin_copy, insert_after, make_answers_root, make_lab_root, md, released, sample_solution,
-                          sample_solution_with_answers)
+from helpers.labs import (
+                          MODEL_WHY,
+                          RUBRIC_SCALE,
+                          RUBRIC_WHY,
+                          SAMPLE,
+                          SAMPLE_URL,
+                          answered,
+                          cell,
+                          check,
+                          code,
+                          handin_copy,
+                          insert_after,
+                          make_answers_root,
+                          make_lab_root,
+                          md,
+                          released,
+                          sample_solution,
+                          sample_solution_with_answers,
+)
 
 __all__ = ["LIMITS", "LIMIT_ARGS", "MODEL_WHY", "RUBRIC_SCALE", "RUBRIC_WHY", "SAMPLE", "SAMPLE_URL", "answered",
            "cell", "check", "code", "handin_copy", "insert_after", "make_answers_root", "make_lab_root", "md",

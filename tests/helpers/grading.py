@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import nbformat
 
 # The grader's limits for the sample lab (NumPy only): keywords of xlalab.grade.grade_submissions ...
-LIMITS = {"cell_timeout": 30, "timeout": 90, "memory_gb": 3}
+LIMITS: dict[str, Any] = {"cell_timeout": 30, "timeout": 90, "memory_gb": 3}
 # ... and the same as options of `python -m xlalab.grade`.
 LIMIT_ARGS = [arg for key, value in LIMITS.items() for arg in (f"--{key.replace('_', '-')}", str(value))]
 

@@ -5,7 +5,8 @@
 For each solution notebook (all ``solutions/lab*.ipynb`` when no path is given) the student version
 ``labs/<same name>`` is written with: inline answers (``# BEGIN SOLUTION`` ... ``# END SOLUTION``) and whole
 answer cells replaced by ``# YOUR CODE HERE`` / ``raise NotImplementedError``, written answers replaced by an
-empty answer box (a graded one, ``"xlalab": {"answer", "points", "rubric"}``, keeps only its id and points), hidden checks removed, ``@REPOSITORY_URL@`` replaced by ``repository.url`` from
+empty answer box (a graded one, ``"xlalab": {"answer", "points", "rubric"}``, keeps only its id and points),
+hidden checks removed, ``@REPOSITORY_URL@`` replaced by ``repository.url`` from
 ``_config.yml``, instructor-only metadata removed, outputs and execution counts cleared. The output is
 deterministic (sorted metadata keys, nbformat 4.5, stable cell ids, trailing newline), so ``--check`` compares
 bytes and exits 1 when ``labs/`` is out of date.
@@ -103,12 +104,14 @@ def lab_name(path: str | Path) -> str:
     return Path(path).name.removesuffix(".ipynb")
 
 
-def _check_id_and_points(where: str, kind: str, ident: Any, points: Any) -> None:
-    """Raise FormatError unless ``ident`` is a gradebook-column id and ``points`` a positive number."""
+def _check_id_and_points(where: str, kind: str, ident: Any, points: Any) -> float:
+    """``points`` as a float; raise FormatError unless ``ident`` is a gradebook-column id and ``points`` a positive
+    number."""
     if not isinstance(ident, str) or not re.fullmatch(r"[\w\-.]+", ident):
         raise FormatError(f"{where}: {kind} id {ident!r} must be letters, digits, '-', '_' or '.'")
     if isinstance(points, bool) or not isinstance(points, (int, float)) or points <= 0:
         raise FormatError(f"{where}: {kind} {ident!r} needs positive numeric 'points', got {points!r}")
+    return float(points)
 
 
 def checks(nb: Any) -> list[Check]:
@@ -126,7 +129,7 @@ def checks(nb: Any) -> list[Check]:
         where = f"cell {index} (id {cell.get('id')!r})"
         if cell.cell_type != "code":
             raise FormatError(f"{where}: a check must be a code cell")
-        _check_id_and_points(where, "check", cid, points)
+        points = _check_id_and_points(where, "check", cid, points)
         first = cell.source.lstrip().splitlines()[0] if cell.source.strip() else ""
         m = CHECK_HEADER.match(first)
         if not m:
@@ -158,7 +161,7 @@ def answers(nb: Any) -> list[Answer]:
         where = f"cell {index} (id {cell.get('id')!r})"
         if cell.cell_type != "markdown":
             raise FormatError(f"{where}: a written answer must be a markdown cell")
-        _check_id_and_points(where, "answer", aid, points)
+        points = _check_id_and_points(where, "answer", aid, points)
         if not isinstance(rubric, str):
             raise FormatError(f"{where}: answer {aid!r}: 'rubric' must be a string")
         if aid in seen:
@@ -212,7 +215,8 @@ def repository_url(root: str | Path = ".") -> str:
 
 
 def built_with_text() -> str:
-    """How a lab's text names the course's compiler, e.g. ``"XLA:CPU of TensorFlow 2.21.0"`` (xlalab/built_with.json)."""
+    """How a lab's text names the course's compiler, e.g. ``"XLA:CPU of TensorFlow 2.21.0"``
+    (xlalab/built_with.json)."""
     from xlalab import compat
 
     ref = compat.built_with()

@@ -29,6 +29,7 @@ import html
 import io
 import statistics
 from collections import Counter
+from collections.abc import Collection
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -103,9 +104,9 @@ def summarize(lab: Lab, rows: list[Row], pairs: list[Pair] | None = None, *,
     hidden = {c.check: c.hidden for c in lab.checks}
     counts: Counter = Counter()
     for r in ran:
-        for c in r.checks:
-            if not c.passed and c.check in order:
-                counts[(c.check, shown(c.message))] += 1
+        for x in r.checks:
+            if not x.passed and x.check in order:
+                counts[(x.check, shown(x.message))] += 1
     messages = [{"check": chk, "hidden": hidden[chk], "message": msg, "students": n,
                  "share": n / len(ran) if ran else 0.0}
                 for (chk, msg), n in sorted(counts.items(), key=lambda kv: (-kv[1], order[kv[0][0]], kv[0][1]))]
@@ -166,7 +167,7 @@ def _histogram(values: list[float], maximum: float, title: str, xlabel: str) -> 
     ax.set_xlabel(xlabel)
     ax.set_ylabel("students")
     ax.set_title(title, fontsize=10)
-    ax.yaxis.get_major_locator().set_params(integer=True)
+    ax.yaxis.get_major_locator().set_params(integer=True)  # type: ignore[call-arg]  # it is an AutoLocator (MaxNLocator)
     return _png(fig)
 
 
@@ -205,7 +206,7 @@ def _e(x: Any) -> str:
     return html.escape(str(x), quote=True)
 
 
-def _table(table_id: str, head: list[str], body: list[list[Any]], numeric: set[int] = frozenset()) -> str:
+def _table(table_id: str, head: list[str], body: list[list[Any]], numeric: Collection[int] = frozenset()) -> str:
     rows = "".join("<tr>" + "".join(f'<td class="n">{c}</td>' if i in numeric else f"<td>{c}</td>"
                                     for i, c in enumerate(r)) + "</tr>" for r in body)
     return (f'<table id="{table_id}"><thead><tr>' + "".join(f"<th>{_e(h)}</th>" for h in head)
@@ -283,12 +284,12 @@ def page(s: Summary, rows: list[Row]) -> str:
                           + (f"<br>… {len(v) - 10} more" if len(v) > 10 else "")]
                          for k, v in s.faults.items()], {1}))
     parts.append(_similarity_html(s))
-    body = "\n".join(parts)
+    page = "\n".join(parts)
     return ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
             "<meta http-equiv=\"Content-Security-Policy\" content=\"default-src 'none'; img-src data:; "
             "style-src 'unsafe-inline'\">"
             f"<meta name=\"viewport\" content=\"width=device-width\"><title>{_e(s.lab)}: class report</title>"
-            f"<style>{_CSS}</style></head><body>\n{body}\n</body></html>\n")
+            f"<style>{_CSS}</style></head><body>\n{page}\n</body></html>\n")
 
 
 def _similarity_html(s: Summary) -> str:

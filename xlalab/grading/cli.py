@@ -38,11 +38,18 @@ from __future__ import annotations
 import argparse
 import sys
 import time
+from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import Iterable
 
-from xlalab.grading import answers as answers_mod, assign, engine, export as export_mod, sandbox as sandbox_mod
-from xlalab.grading import classreport, similarity
+from xlalab.grading import (
+    answers as answers_mod,
+    assign,
+    classreport,
+    engine,
+    export as export_mod,
+    sandbox as sandbox_mod,
+    similarity,
+)
 from xlalab.grading.feedback import summary_table
 from xlalab.grading.gradebook import Gradebook
 from xlalab.grading.lab import load_lab
@@ -62,7 +69,7 @@ class Graded(list):
 
 def grade_submissions(lab: str | Path, submissions: Iterable[str | Path], out: str | Path = "grades", *,
                       jobs: int = 1, source: str | Path | None = None, cell_timeout: float = 600,
-                      timeout: float = 1800, memory_gb: float = 8, env: dict[str, str | None] | None = None,
+                      timeout: float = 1800, memory_gb: float = 8, env: Mapping[str, str | None] | None = None,
                       progress: bool = False, sandbox: str = "auto", scheduler: str | None = None,
                       spec: engine.EngineSpec | None = None, quiet: bool = False,
                       similarity_threshold: float = similarity.DEFAULT_THRESHOLD) -> Graded:

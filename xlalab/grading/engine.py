@@ -36,9 +36,10 @@ import shutil
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from xlalab.grading.lab import Lab
 from xlalab.grading.score import Row, zero_row
@@ -268,9 +269,9 @@ def _run_dask(lab, entries, kwargs, spec: EngineSpec, done, fn) -> None:
         print("xlalab.grade: Dask distributed is not installed; grading with a thread pool "
               "(pip install 'dask[distributed]')", file=sys.stderr)
         with futures.ThreadPoolExecutor(max_workers=max(1, spec.jobs)) as pool:
-            futs = {pool.submit(_safe, fn, lab, s, p, kwargs): i for i, (s, p) in enumerate(entries)}
-            for fut in futures.as_completed(futs):
-                done(futs[fut], fut.result())
+            futs: dict[Any, int] = {pool.submit(_safe, fn, lab, s, p, kwargs): i for i, (s, p) in enumerate(entries)}
+            for f in futures.as_completed(futs):
+                done(futs[f], f.result())
         return
 
     cluster = None
@@ -282,12 +283,14 @@ def _run_dask(lab, entries, kwargs, spec: EngineSpec, done, fn) -> None:
                                    silence_logs=logging.ERROR, security=security, protocol="tls://")
             client = Client(cluster, security=security)
         elif spec.kind == "jobqueue":
+            assert spec.cluster  # kind "jobqueue" is a spec with a cluster
             queue_jobs(spec.cluster)   # the batch system answers, or stop here, before anything is submitted
             cluster = jobqueue_cluster(spec)
             n = spec.cluster_jobs or min(len(entries), max(1, spec.jobs))
             cluster.scale(jobs=n)
             client = Client(cluster, security=cluster.security)
         else:
+            assert spec.scheduler  # kind "scheduler" is a spec with a scheduler
             if not spec.scheduler.startswith("tls://"):
                 print(f"xlalab.grade: WARNING: {spec.scheduler} is not a tls:// address: whoever reaches it can "
                       "run code on its workers and change grades; give a TLS scheduler (Dask's "
@@ -305,6 +308,7 @@ def _run_dask(lab, entries, kwargs, spec: EngineSpec, done, fn) -> None:
             while not waiting.is_empty():
                 batch = waiting.next_batch(block=False) if watch is not None else [next(waiting)]
                 if not batch:
+                    assert watch is not None  # only next_batch() comes back empty
                     watch.look(client, [entries[futs[f]][0] for f in left])
                     time.sleep(0.5)
                     continue
@@ -353,6 +357,7 @@ class _Watch:
                                          f"{len(left)} submissions not graded")
             return   # still submitting
         try:
+            assert self.spec.cluster  # a _Watch is made for kind "jobqueue" only
             listed = queue_jobs(self.spec.cluster)
         except ClusterUnavailable as err:
             raise ClusterUnavailable(f"{err}; no worker is left, so {len(left)} submissions were not graded "

@@ -40,7 +40,7 @@ class Fault:
             raise ValueError(f"unknown fault kind {self.kind!r}; one of {', '.join(KINDS)}")
 
     @classmethod
-    def from_dict(cls, data: Any) -> "Fault | None":
+    def from_dict(cls, data: Any) -> Fault | None:
         if isinstance(data, dict) and data.get("kind") in KINDS:
             return cls(str(data["kind"]), str(data.get("detail") or ""))
         return None

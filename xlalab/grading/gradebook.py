@@ -33,7 +33,7 @@ import secrets
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 from xlalab import fmt
 from xlalab.files import atomic_write
@@ -119,7 +119,7 @@ class Gradebook:
         self.records: dict[str, dict[str, str]] = {}
         self.rows: dict[str, Row] = {}          # rows graded in this run
         self.spool: Path | None = None
-        self._lock = None
+        self._lock: IO[str] | None = None
         self._written: str | None = None        # SHA-256 of the gradebook.csv expected on disk (None: none)
         self._since: list[str] = []             # students recorded since the last write
         self._feedback: dict[Path, bytes] = {}
@@ -127,7 +127,7 @@ class Gradebook:
 
     # -- opening: read everything once, before student code runs ------------------------------------------
 
-    def __enter__(self) -> "Gradebook":
+    def __enter__(self) -> Gradebook:
         self.open()
         return self
 
@@ -193,9 +193,15 @@ class Gradebook:
     def path(self) -> Path:
         return self.out / "gradebook.csv"
 
+    @property
+    def _spool(self) -> Path:
+        """The spool folder (the gradebook is open)."""
+        assert self.spool is not None, "open() the gradebook first"
+        return self.spool
+
     def _manifest(self) -> dict[str, Any]:
         try:
-            data = json.loads((self.spool / "manifest.json").read_text(encoding="utf-8"))
+            data = json.loads((self._spool / "manifest.json").read_text(encoding="utf-8"))
             return data if isinstance(data, dict) else {}
         except (OSError, ValueError):
             return {}
@@ -203,7 +209,7 @@ class Gradebook:
     def _save_manifest(self) -> None:
         data = {"out": str(self.out.resolve()), "folder": self._token, "sha256": self._written,
                 "columns": self.columns()}
-        atomic_write(self.spool / "manifest.json", json.dumps(data, indent=1).encode(), 0o600)
+        atomic_write(self._spool / "manifest.json", json.dumps(data, indent=1).encode(), 0o600)
 
     @staticmethod
     def _parse_csv(data: bytes) -> list[dict[str, str]]:
@@ -215,7 +221,7 @@ class Gradebook:
 
     def _spool_file(self, student: str) -> Path:
         digest = hashlib.sha256(student.encode("utf-8", errors="surrogatepass")).hexdigest()[:10]
-        return self.spool / f"row-{safe_name(student)[:60]}-{digest}.json"
+        return self._spool / f"row-{safe_name(student)[:60]}-{digest}.json"
 
     def _spool_write(self, student: str, record: dict[str, str], row: Row | None) -> bytes:
         data = json.dumps({"student": student, "record": record, "row": row.to_dict() if row else None},

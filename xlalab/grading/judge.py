@@ -16,7 +16,7 @@ import ast
 import builtins
 import re
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeGuard
 
 import nbformat
 
@@ -77,7 +77,7 @@ def top_bound(tree: ast.Module) -> set[str]:
     return out
 
 
-def _is_probe_call(node: ast.AST) -> bool:
+def _is_probe_call(node: ast.AST) -> TypeGuard[ast.Call]:
     return isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "probe"
 
 

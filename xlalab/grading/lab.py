@@ -10,6 +10,7 @@ from typing import Any
 
 from xlalab.grading import assign
 
+
 @dataclass
 class Lab:
     """The instructor's source of one lab and the released student version made from it."""

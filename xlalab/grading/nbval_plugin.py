@@ -1,4 +1,5 @@
-"""A pytest plugin used by the grader (:mod:`xlalab.grading.run`): per-check results from nbval, and a kernel that dies is noticed.
+"""A pytest plugin used by the grader (:mod:`xlalab.grading.run`): per-check results from nbval, and a kernel that
+dies is noticed.
 
 Loaded with ``-p xlalab.grading.nbval_plugin --xlalab-out-fd N`` next to ``--nbval-lax``
 (:mod:`xlalab.grading.run`), in the student's run and in the judge's. At configure time, before nbval starts the
@@ -126,7 +127,7 @@ def pytest_collection_modifyitems(session, config, items):
 def pytest_runtest_call(item):
     parent = getattr(item, "parent", None)
     kernel = getattr(parent, "kernel", None)
-    if kernel is not None and not getattr(parent, "_xlalab_pid_written", False):
+    if parent is not None and kernel is not None and not getattr(parent, "_xlalab_pid_written", False):
         try:
             pid = kernel.km.provisioner.process.pid
         except AttributeError:
@@ -175,7 +176,7 @@ def pytest_runtest_makereport(item, call):
     if call.excinfo is not None and not report.passed:
         try:
             message = failure_message(call.excinfo)
-        except Exception as err:  # never let reporting break the run
+        except Exception as err:  # noqa: BLE001  (never let reporting break the run)
             message = f"(could not read the error: {err})"
     cell = getattr(item, "cell", None)
     _write(item.config, {"event": "result", "cell": getattr(item, "cell_num", None), "check": _check_of(item),

@@ -50,7 +50,7 @@ def track_checks() -> None:
     """Record the outcome of every check cell run from now on in this IPython kernel (idempotent)."""
     global _REGISTERED
     try:
-        ip = get_ipython()  # type: ignore[name-defined]  # noqa: F821
+        ip = get_ipython()  # type: ignore[name-defined]
     except NameError:
         return
     if not _REGISTERED:

@@ -32,8 +32,9 @@ import io
 import json
 import math
 import os
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 JUDGE_MARKER = "# JUDGE"
 
@@ -355,7 +356,7 @@ def student_sources() -> list[str]:
     if _STATE.mode == "replay":
         return list(_STATE.sources or [])
     try:
-        ip = get_ipython()  # type: ignore[name-defined]  # noqa: F821
+        ip = get_ipython()  # type: ignore[name-defined]
     except NameError:
         return []
     return [s for s in ip.user_ns.get("In", []) if isinstance(s, str)]
@@ -407,7 +408,8 @@ def written(*names: str) -> dict[str, str]:
     for name in names:
         src = student_source(name)
         assert src is not None, f"`{name}` is not defined in your notebook"
-        assert not re.search(r"\braise\s+NotImplementedError\b", src), f"`{name}` is not written yet (it still raises NotImplementedError)"
+        assert not re.search(r"\braise\s+NotImplementedError\b", src), \
+            f"`{name}` is not written yet (it still raises NotImplementedError)"
         out[name] = src
     return out
 

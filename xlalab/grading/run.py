@@ -23,8 +23,8 @@ import re
 import signal
 import subprocess
 import sys
-import tempfile
 import threading
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -38,7 +38,7 @@ LAUNCHER = Path(__file__).with_name("launcher.py")
 RESULTS_LIMIT = 96 * 2**20      # bytes of results the grader reads from the pipe (the records are base64)
 
 
-def _child_env(extra: dict[str, str | None] | None = None) -> dict[str, str]:
+def _child_env(extra: Mapping[str, str | None] | None = None) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items()
            if not (k.startswith("PYTEST_") or k.startswith("COV_") or k.startswith("COVERAGE_"))}
     env["PYTHONDONTWRITEBYTECODE"] = "1"
@@ -50,7 +50,7 @@ def _child_env(extra: dict[str, str | None] | None = None) -> dict[str, str]:
     return _apply(env, extra)
 
 
-def _apply(env: dict[str, str], extra: dict[str, str | None] | None) -> dict[str, str]:
+def _apply(env: dict[str, str], extra: Mapping[str, str | None] | None) -> dict[str, str]:
     for key, value in (extra or {}).items():
         if value is None:
             env.pop(key, None)
@@ -116,7 +116,7 @@ class CellResult:
     xfail: bool = False
 
     @classmethod
-    def from_record(cls, rec: dict) -> "CellResult | None":
+    def from_record(cls, rec: dict) -> CellResult | None:
         """A result from one JSON line of the plugin, or None if it is not one."""
         if rec.get("event") != "result":
             return None
@@ -186,7 +186,7 @@ def read_private(path: Path, limit: int = 64 * 2**20) -> bytes:
 
 
 def run_notebook(nb: Any, work: Path, priv: Path, nb_path: Path, *, cell_timeout: float, timeout: float,
-                 memory_gb: float, env: dict[str, str | None] | None = None,
+                 memory_gb: float, env: Mapping[str, str | None] | None = None,
                  sandbox: sandbox_mod.Sandbox | None = None, records: Path | None = None,
                  max_tasks: int = sandbox_mod.MAX_TASKS) -> RunOutcome:
     """Run a notebook under nbval in its own session (in the jail when ``sandbox`` is on); kill it, its kernel

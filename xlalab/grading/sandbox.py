@@ -32,6 +32,7 @@ import os
 import shutil
 import subprocess
 import sys
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -207,7 +208,7 @@ def _fix_command() -> str:
     return "install bubblewrap (your distribution's package `bubblewrap`)"
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def probe(bwrap: str | None = None) -> tuple[str, str]:
     """``(path of bwrap, "")`` if a jail can be made here, else ``("", why and the command that fixes it)``."""
     exe = bwrap or shutil.which("bwrap") or ""
@@ -221,8 +222,8 @@ def probe(bwrap: str | None = None) -> tuple[str, str]:
         return "", f"bwrap does not run ({err})"
     if proc.returncode == 0:
         return exe, ""
-    err = (proc.stderr or proc.stdout).strip().splitlines()
-    detail = err[-1] if err else f"exit code {proc.returncode}"
+    said = (proc.stderr or proc.stdout).strip().splitlines()
+    detail = said[-1] if said else f"exit code {proc.returncode}"
     if Path("/proc/sys/kernel/apparmor_restrict_unprivileged_userns").exists() and \
             Path("/proc/sys/kernel/apparmor_restrict_unprivileged_userns").read_text().strip() == "1":
         fix = "sudo sysctl -w kernel.apparmor_restrict_unprivileged_userns=0"
@@ -313,7 +314,7 @@ def resolve(mode: str = "auto", *, quiet: bool = False) -> Sandbox:
     return Sandbox("none", reason)
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _warn_once(text: str) -> None:
     print(f"xlalab.grade: WARNING: grading runs {text}. Student code can then read what this user can read "
           "(the instructor's sources, other hand-ins, the home folder) and reach the network.", file=sys.stderr)
@@ -344,9 +345,9 @@ def jail_env(base: dict[str, str], home: str) -> dict[str, str]:
     return env
 
 
-def command(box: Sandbox, argv: list[str], *, writable: list[Path] = (), cwd: Path,
-            env: dict[str, str] | None = None, readonly: list[Path] = (),
-            scratch: list[Path] = ()) -> list[str]:
+def command(box: Sandbox, argv: list[str], *, writable: Sequence[Path] = (), cwd: Path,
+            env: dict[str, str] | None = None, readonly: Sequence[Path] = (),
+            scratch: Sequence[Path] = ()) -> list[str]:
     """``argv`` wrapped in a bwrap jail in which only ``writable`` folders (at their own paths) and the
     ``scratch`` folders (empty, size-capped tmpfs of :data:`WORK_BYTES` at those paths) can be written;
     ``readonly`` folders are bound read-only; ``env`` is the environment the jailed command gets (default: this

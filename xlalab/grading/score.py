@@ -116,7 +116,7 @@ class Row:
         return asdict(self)
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> "Row":
+    def from_dict(cls, data: dict[str, Any]) -> Row:
         known = {k: v for k, v in data.items() if k in cls.__dataclass_fields__}
         known["checks"] = [CheckResult(**c) for c in known.get("checks", [])]
         known["answers"] = [AnswerResult(**a) for a in known.get("answers", [])]
@@ -180,7 +180,8 @@ def blocked_notes(errors: list[str], *, sandbox_on: bool, memory_gb: float, work
 _NUMPY_LINES = re.compile(r"(Not equal to tolerance rtol=[-+\w.]+, atol=[-+\w.]+|Arrays are not equal|"
                           r"Arrays are not almost equal to \d+ decimals|Items are not equal:?|"
                           r"\(shapes \(\d*(, ?\d+)*,?\), \(\d*(, ?\d+)*,?\) mismatch\))")
-_GRADER_LINES = re.compile(r"(did not run.*|not judged.*|(?:xlalab\.grading\.probe\.)?ProbeError: probe '[^']{0,200}'.*|"
+_GRADER_LINES = re.compile(r"(did not run.*|not judged.*|"
+                           r"(?:xlalab\.grading\.probe\.)?ProbeError: probe '[^']{0,200}'.*|"
                            r"KeyboardInterrupt|.*Timeout.*|the kernel died.*|failed|not graded|.*Kernel dead.*)")
 
 
@@ -195,7 +196,7 @@ def _literal_patterns(body: str) -> list[re.Pattern]:
     out = []
     for node in ast.walk(tree):
         if isinstance(node, ast.JoinedStr):
-            parts = [re.escape(v.value) if isinstance(v, ast.Constant) else r"[^\n]{0,80}?" for v in node.values]
+            parts = [re.escape(str(v.value)) if isinstance(v, ast.Constant) else r"[^\n]{0,80}?" for v in node.values]
             out.append(re.compile("".join(parts)))
         elif isinstance(node, ast.Constant) and isinstance(node.value, str) and len(node.value.strip()) >= 3:
             out.append(re.compile(re.escape(node.value)))

@@ -66,7 +66,7 @@ class Own:
         return asdict(self)
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> "Own":
+    def from_dict(cls, data: dict[str, Any]) -> Own:
         return cls(str(data["student"]), [(str(a), str(b)) for a, b in data.get("code", [])],
                    [(str(a), str(b)) for a, b in data.get("answers", [])],
                    [str(t) for t in data.get("skeleton", [])][:MAX_TOKENS])
@@ -145,7 +145,7 @@ def own_of(lab: Lab, student: str, nb: Any) -> Own:
             continue
         src = _src(cell)
         if cell.get("cell_type") == "markdown":
-            question = answer_cells.get(cell.get("id")) or assign.xmeta(cell).get("answer")
+            question = answer_cells.get(cell.get("id", "")) or assign.xmeta(cell).get("answer")
             if question in answer_ids and _state(src) == ANSWERED:
                 own.answers.append((str(question), _norm_text(src)))
             continue
@@ -295,12 +295,12 @@ def _normal_tree(text: str, ids: set[str] | None = None):
     tree = _parse(text)
     if tree is None:
         return None
-    ids = set(ids or ()) | _identity_functions(tree)
+    known = set(ids or ()) | _identity_functions(tree)
 
     class Normal(ast.NodeTransformer):
         def visit_Call(self, node):
             self.generic_visit(node)
-            if isinstance(node.func, ast.Name) and node.func.id in ids and len(node.args) == 1 \
+            if isinstance(node.func, ast.Name) and node.func.id in known and len(node.args) == 1 \
                     and not node.keywords and not isinstance(node.args[0], ast.Starred):
                 return node.args[0]
             return node
@@ -312,7 +312,7 @@ def _normal_tree(text: str, ids: set[str] | None = None):
                 body = getattr(node, name, None)
                 if isinstance(body, list) and body and isinstance(body[0], ast.stmt):
                     kept = [s for s in body if not _noop(s) and not (
-                        isinstance(s, (ast.FunctionDef, ast.Assign)) and _defines(s) & ids)]
+                        isinstance(s, (ast.FunctionDef, ast.Assign)) and _defines(s) & known)]
                     setattr(node, name, kept or ([ast.Pass()] if name == "body" and not isinstance(node, ast.Module)
                                                  else []))
         return ast.fix_missing_locations(tree)

@@ -13,9 +13,10 @@ import json
 import os
 import re
 import stat
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
 
 import nbformat
 
@@ -59,7 +60,7 @@ def guard_sources(lab: Lab) -> Sources:
     files: dict[tuple[int, int], str] = {}
     digests: dict[str, str] = {}
     count = 0
-    for d, subdirs, names in os.walk(folder):
+    for d, _subdirs, names in os.walk(folder):
         for name in names:
             count += 1
             if count > SOURCE_FILES_LIMIT:
@@ -192,7 +193,7 @@ def read_submission(path: Path, lab: Lab, flags: list[str] | None = None) -> Any
         raise Unreadable("not a Jupyter notebook (no list of cells)")
     try:
         nb = nbformat.reads(json.dumps(data), as_version=4)
-    except Exception as err:  # nbformat raises several kinds
+    except Exception as err:  # noqa: BLE001  (nbformat raises several kinds)
         raise Unreadable(f"not a valid notebook ({type(err).__name__}: {str(err)[:200]})") from None
     for cell in nb.cells:
         if not isinstance(cell.get("source", ""), str) or cell.get("cell_type") not in ("code", "markdown", "raw"):

@@ -17,15 +17,14 @@ import secrets
 import shutil
 import tempfile
 import time
+from collections.abc import Mapping
 from pathlib import Path
 
-from xlalab.grading import assign
-from xlalab.grading import sandbox as sandbox_mod
+from xlalab.grading import assign, faults as faults_mod, sandbox as sandbox_mod
 from xlalab.grading.build import REPLAY_INIT, build_graded
+from xlalab.grading.faults import Fault
 from xlalab.grading.judge import build_judge
 from xlalab.grading.lab import Lab
-from xlalab.grading import faults as faults_mod
-from xlalab.grading.faults import Fault
 from xlalab.grading.probe import RecordsError, dump_records, parse_records
 from xlalab.grading.run import run_notebook
 from xlalab.grading.score import GRADER_CELLS, Row, blocked_notes, run_faults, score, zero_row
@@ -41,7 +40,7 @@ def _children_cpu() -> float:
 
 
 def grade_one(lab: Lab, student: str, path: Path, *, cell_timeout: float = 600, timeout: float = 1800,
-              memory_gb: float = 8, env: dict[str, str | None] | None = None, keep: bool = False,
+              memory_gb: float = 8, env: Mapping[str, str | None] | None = None, keep: bool = False,
               sandbox: sandbox_mod.Sandbox | str = "auto") -> Row:
     """Grade one submission; never raises (a grader error becomes the row's status).
 
@@ -125,7 +124,7 @@ def grade_one(lab: Lab, student: str, path: Path, *, cell_timeout: float = 600, 
             row.status += "; " + copied[0]
         row.faults = faults_mod.merge(run_faults(lab, mine, judge, timeout, fault) + faults_mod.row_faults(row)
                                       + memory + copy)
-    except Exception as err:  # the grader itself failed on this submission: record it, go on
+    except Exception as err:  # noqa: BLE001  (the grader itself failed on this submission: record it, go on)
         zero = zero_row(lab, student, f"not graded: grader error ({type(err).__name__}: {str(err)[:200]})")
         row.checks, row.status, row.state, row.faults = zero.checks, zero.status, zero.state, zero.faults
     finally:

@@ -20,8 +20,9 @@ waited past the cell timeout and past the kernel's death, up to the notebook's l
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from queue import Empty
-from typing import Any, Callable
+from typing import Any
 
 LOOK_S = 0.25     # how often the kernel's liveness is looked at while messages arrive
 DRAIN_S = 30.0    # after a cell's timeout, before every wait of that cell fails at once

@@ -26,22 +26,57 @@ real XLA:GPU module recorded in ``tests/data/hlo/`` in its place (see :func:`fak
 
 from __future__ import annotations
 
-from .parser import (DTYPE_BITS, DTYPE_BYTES, ELEMENTWISE, Computation, Instruction, Module, Shape,
-                     _depth_change, _match_brackets, _split_top, as_module, instruction_lines, parse,  # noqa: F401
-                     parse_shape, read_shape)
-from .walk import (ASYNC_DONE_SUFFIXES, CONTROL_FLOW, FREE_OPCODES, PARTIAL_READ, async_wrapped, executed_computations,
-                   fused_instructions, fusion_of, is_async_continuation, is_async_start, launch_opcode, launches_nothing,
-                   reshape_is_bitcast, workspace_free)
+from .dumps import DumpFile, dump_passes, first_pass_creating, list_dump
+from .flops import dot_flops, matrix_flops
+from .graph import Drawing, GraphvizMissing, draw, draw_stages
 from .launches import kernel_bytes, kernel_traffic, summary
 from .matrix import MATRIX_OPCODES, MatrixOp, matrix_ops
-from .source import (CORPUS_DIR, FAKE_GPU_ENV, FAKE_GPU_MODULES, STAGES, as_jit, fake_gpu_module, hlo_text,
-                     program_category)
-from .dumps import DumpFile, dump_passes, first_pass_creating, list_dump
-from .graph import Drawing, GraphvizMissing, draw, draw_stages
 from .memory import LiveBytes, peak_live_bytes
-from .flops import dot_flops, matrix_flops
+from .parser import (
+    DTYPE_BITS,
+    DTYPE_BYTES,
+    ELEMENTWISE,
+    Computation,
+    Instruction,
+    Module,
+    Shape,
+    _depth_change as _depth_change,
+    _match_brackets as _match_brackets,
+    _split_top as _split_top,
+    as_module,
+    instruction_lines,
+    parse,
+    parse_shape,
+    read_shape,
+)
 from .pipeline import Change, Decision, Frame, Frames, PassRun, frames_from_dump, passes
+from .source import (
+    CORPUS_DIR,
+    FAKE_GPU_ENV,
+    FAKE_GPU_MODULES,
+    STAGES,
+    as_jit,
+    fake_gpu_module,
+    hlo_text,
+    program_category,
+)
 from .viewer import Flipbook, flipbook
+from .walk import (
+    ASYNC_DONE_SUFFIXES,
+    CONTROL_FLOW,
+    FREE_OPCODES,
+    PARTIAL_READ,
+    async_wrapped,
+    executed_computations,
+    fused_instructions,
+    fusion_of,
+    is_async_continuation,
+    is_async_start,
+    launch_opcode,
+    launches_nothing,
+    reshape_is_bitcast,
+    workspace_free,
+)
 
 __all__ = [
     "ASYNC_DONE_SUFFIXES", "CONTROL_FLOW", "CORPUS_DIR", "Change", "Computation", "DTYPE_BITS", "DTYPE_BYTES",
@@ -50,7 +85,8 @@ __all__ = [
     "PARTIAL_READ", "PassRun", "STAGES", "Shape", "as_jit", "as_module", "async_wrapped", "dot_flops", "draw",
     "draw_stages", "dump_passes", "executed_computations", "fake_gpu_module", "first_pass_creating", "flipbook",
     "frames_from_dump", "fused_instructions", "fusion_of", "hlo_text", "instruction_lines", "is_async_continuation",
-    "is_async_start", "kernel_bytes", "kernel_traffic", "launch_opcode", "launches_nothing", "list_dump", "matrix_flops", "matrix_ops",
+    "is_async_start", "kernel_bytes", "kernel_traffic", "launch_opcode", "launches_nothing", "list_dump",
+    "matrix_flops", "matrix_ops",
     "parse", "parse_shape", "passes", "peak_live_bytes", "program_category", "read_shape", "reshape_is_bitcast",
     "summary", "workspace_free",
 ]

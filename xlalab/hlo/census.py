@@ -14,8 +14,9 @@ import argparse
 import json
 import os
 import platform
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from .launches import summary
 

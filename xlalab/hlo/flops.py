@@ -14,7 +14,7 @@ from .matrix import matrix_ops
 from .parser import Module
 
 
-def dot_flops(module_or_text: "Module | str") -> dict[str, Any]:
+def dot_flops(module_or_text: Module | str) -> dict[str, Any]:
     """FLOPs of every matrix product in an HLO module: ``{"total": int, "dots": [{"name", "shape", "flops",
     "impl"}, ...]}``.
 
@@ -33,7 +33,7 @@ def dot_flops(module_or_text: "Module | str") -> dict[str, Any]:
     return {"total": sum(d["flops"] for d in dots), "dots": dots}
 
 
-def matrix_flops(module_or_text: "Module | str") -> dict[str, Any]:
+def matrix_flops(module_or_text: Module | str) -> dict[str, Any]:
     """FLOPs of every matrix product and convolution: ``{"total", "dot", "convolution", "ops": [MatrixOp]}``."""
     ops = matrix_ops(module_or_text)
     by_kind = {k: sum(op.flops for op in ops if op.kind == k) for k in ("dot", "convolution")}

@@ -28,15 +28,23 @@ import re
 import shutil
 import subprocess
 from collections import Counter
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable
+from typing import Any
 
 from ..fmt import byte_size as format_bytes
 from .launches import kernel_traffic, summary
 from .parser import Computation, Instruction, Module, Shape, as_module
 from .source import hlo_text
-from .walk import (CONTROL_FLOW, FREE_OPCODES, async_wrapped, fused_instructions, fusion_of, is_async_continuation,
-                   launch_opcode)
+from .walk import (
+    CONTROL_FLOW,
+    FREE_OPCODES,
+    async_wrapped,
+    fused_instructions,
+    fusion_of,
+    is_async_continuation,
+    launch_opcode,
+)
 
 __all__ = ["Drawing", "GraphvizMissing", "INSTALL_HINT", "draw", "draw_stages", "format_bytes",
            "kernel_label", "forward_to_backward"]
@@ -313,7 +321,7 @@ class _Builder:
             src_inst, ops = per_source[src]
             if kernel:
                 values = [read_bytes[o] for o in ops]
-                b = None if any(v is None for v in values) else sum(values)
+                b = None if any(v is None for v in values) else sum(v for v in values if v is not None)
                 self.edge(src, nid, b, src_inst, inst, depth, unknown=any(v is None for v in values))
             else:
                 self.edge(src, nid, None, src_inst, inst, depth, style="dotted")
@@ -369,9 +377,11 @@ class _Builder:
         if fusion is None and label != k["opcode"]:
             head += f" · {_trim(k['opcode'], 16)}"
         head += f"\n{_trim(_shape_text(inst.shape))}\nmoves {format_bytes(k['bytes'])}"
-        self.emit(f"{nid}" + _attrs(label=head, shape="box", style="rounded,filled,bold" if marked else "rounded,filled",
+        self.emit(f"{nid}" + _attrs(label=head, shape="box",
+                                    style="rounded,filled,bold" if marked else "rounded,filled",
                                     fillcolor="#ffffff", color=_MARK if marked else "#333333", fontsize=10,
-                                    tooltip=f"kernel {inst.name}: {label}; {k['bytes'] if k['bytes'] is not None else '?'} bytes moved"),
+                                    tooltip=f"kernel {inst.name}: {label}; "
+                                            f"{k['bytes'] if k['bytes'] is not None else '?'} bytes moved"),
                   depth + 1)
         if shown and len(shown) <= self.max_ops:
             ids: dict[int, str] = {}
@@ -427,7 +437,8 @@ class _Builder:
         outer = f"cluster_{self.prefix}cf{self._n}"
         if inst.opcode == "while":
             trips = inst.known_trip_count
-            title = f"{inst.name}: while, {trips} trips" if trips is not None else f"{inst.name}: while (trip count unknown)"
+            title = (f"{inst.name}: while, {trips} trips" if trips is not None
+                     else f"{inst.name}: while (trip count unknown)")
         else:
             title = f"{inst.name}: {inst.opcode}"
         self.emit(f"subgraph {_q(outer)} {{", depth)
@@ -457,7 +468,8 @@ class _Builder:
                 if body is None:
                     continue
                 self._n += 1
-                branch_in = inst.operands[b + 1] if inst.opcode == "conditional" and b + 1 < len(inst.operands) else None
+                branch_in = (inst.operands[b + 1] if inst.opcode == "conditional" and b + 1 < len(inst.operands)
+                             else None)
                 if inst.opcode == "call":
                     inputs = {j: producers.get(o, []) for j, o in enumerate(inst.operands)}
                 else:
@@ -482,7 +494,7 @@ class _Builder:
         shape = _trim(_shape_text(root.shape)) if root is not None else ""
         self.emit(f"{out}" + _attrs(label=f"result\n{shape}", shape="house", style="filled", fillcolor="#ffffff",
                                     fontsize=10), depth)
-        for src, src_inst in roots:
+        for src, _src_inst in roots:
             kw: dict[str, Any] = {"color": "#333333"}
             if src in self._cluster_of:
                 kw["ltail"] = self._cluster_of[src]
@@ -494,7 +506,8 @@ def _totals(summary: dict[str, Any], stage: str) -> str:
     line = f"{stage}: {n} kernel{'s' if n != 1 else ''}, {format_bytes(summary['bytes_moved'])} moved"
     step = summary["per_step"]
     if summary["loops"] or summary["conditionals"]:
-        line += f"\n(one run: {step['kernels']} launches, {format_bytes(step['bytes'])}{'' if step['exact'] else ', estimate'})"
+        line += (f"\n(one run: {step['kernels']} launches, {format_bytes(step['bytes'])}"
+                 f"{'' if step['exact'] else ', estimate'})")
     if summary["bytes_unknown"]:
         line += f"\n{summary['bytes_unknown']} kernel(s) of unknown size"
     return line

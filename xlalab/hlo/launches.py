@@ -42,8 +42,19 @@ from typing import Any
 
 from .matrix import matrix_ops
 from .parser import Computation, Instruction, Module, Shape, as_module
-from .walk import (CONTROL_FLOW, PARTIAL_READ, async_wrapped, executed_computations, fused_instructions,
-                   fusion_of, is_async_continuation, is_async_start, launch_opcode, launches_nothing, workspace_free)
+from .walk import (
+    CONTROL_FLOW,
+    PARTIAL_READ,
+    async_wrapped,
+    executed_computations,
+    fused_instructions,
+    fusion_of,
+    is_async_continuation,
+    is_async_start,
+    launch_opcode,
+    launches_nothing,
+    workspace_free,
+)
 
 # ---------------------------------------------------------------------------------------------
 # Summary: launches, fusions and bytes moved.
@@ -98,6 +109,7 @@ def _in_place_update(module: Module, comp: Computation, inst: Instruction) -> tu
     writes that many bytes; the rest of the operand is neither read nor written. Inside a fusion this holds only
     when the updated operand is a fusion parameter (through bitcasts) that nothing else in the fusion reads.
     """
+    target: Instruction | None
     if inst.opcode in ("dynamic-update-slice", "scatter"):
         target, body = inst, None
     else:
@@ -136,7 +148,8 @@ def _in_place_update(module: Module, comp: Computation, inst: Instruction) -> tu
     return indices, written
 
 
-def kernel_traffic(module: Module, comp: Computation, inst: Instruction) -> tuple[list[tuple[str, int | None]], int | None]:
+def kernel_traffic(module: Module, comp: Computation,
+                   inst: Instruction) -> tuple[list[tuple[str, int | None]], int | None]:
     """What one launch reads and writes: ``([(operand name, bytes read), ...], bytes written)``.
 
     Each distinct operand appears once, in operand order; the rules are those of :func:`kernel_bytes`
@@ -257,7 +270,7 @@ def _per_step(module: Module, comp_name: str, loops: list[dict[str, Any]], conds
             b += t * bb + (t + 1) * cb
             exact = exact and be and ce and trips is not None
         elif inst.opcode == "conditional":
-            branches = []
+            branches: list[dict[str, Any]] = []
             for name in inst.called:
                 bn, bb, be = _per_step(module, name, loops, conds, stack)
                 branches.append({"computation": name, "kernels": bn, "bytes": bb})

@@ -5,8 +5,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from .walk import async_wrapped, executed_computations, fusion_of, is_async_continuation, workspace_free
 from .parser import Computation, Instruction, Module, Shape, as_module
+from .walk import async_wrapped, executed_computations, fusion_of, is_async_continuation, workspace_free
 
 # ---------------------------------------------------------------------------------------------
 # Matrix products and convolutions, whatever the backend.

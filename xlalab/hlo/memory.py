@@ -105,7 +105,7 @@ def _in_place_operand(module: Module, inst) -> int | None:
     if inst.opcode == "fusion" and inst.called:
         body = module.computations.get(inst.called[0])
         root = body.root if body is not None else None
-        if root is not None and root.opcode == "dynamic-update-slice" and root.operands:
+        if body is not None and root is not None and root.opcode == "dynamic-update-slice" and root.operands:
             by_name = {i.name: i for i in body}
             base = by_name.get(root.operands[0])
             while base is not None and base.opcode in ("bitcast", "reshape") and base.operands:

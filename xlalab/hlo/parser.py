@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Any, Iterator
+from typing import Any
 
 # ---------------------------------------------------------------------------------------------
 # Shapes.
@@ -41,7 +42,7 @@ class Shape:
     dtype: str = ""
     dims: tuple[int, ...] = ()
     layout: str = ""
-    tuple_shapes: tuple["Shape", ...] | None = None
+    tuple_shapes: tuple[Shape, ...] | None = None
     dynamic: tuple[bool, ...] = ()
 
     @property
@@ -94,7 +95,7 @@ class Shape:
             return None
         return (n * self.element_bits + 7) // 8
 
-    def leaves(self) -> list["Shape"]:
+    def leaves(self) -> list[Shape]:
         """The array shapes of a (nested) tuple, in order; ``[self]`` for an array."""
         if not self.is_tuple:
             return [self]
@@ -355,7 +356,7 @@ ELEMENTWISE = frozenset({
 
 def _is_instruction_line(line: str) -> bool:
     m = _INSTR.match(line)
-    return bool(m) and bool(_RHS_START.match(m.group(3)))
+    return m is not None and bool(_RHS_START.match(m.group(3)))
 
 
 def _parse_instruction(line: str, shapes: dict[str, Shape] | None = None) -> Instruction:
@@ -499,7 +500,7 @@ def parse(text: str) -> Module:
     return module
 
 
-def as_module(module_or_text: "Module | str") -> Module:
+def as_module(module_or_text: Module | str) -> Module:
     """``module_or_text`` parsed if it is HLO text, else the :class:`Module` itself."""
     return parse(module_or_text) if isinstance(module_or_text, str) else module_or_text
 

@@ -35,9 +35,10 @@ import subprocess
 import sys
 import tempfile
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from .dumps import list_dump
 from .launches import summary
@@ -72,7 +73,8 @@ class Decision:
 
     def __str__(self) -> str:
         if self.kind == "fused":
-            return f"fused {self.producer} into {self.consumer or self.fusion}" + (f" ({self.reason})" if self.reason else "")
+            return (f"fused {self.producer} into {self.consumer or self.fusion}"
+                    + (f" ({self.reason})" if self.reason else ""))
         return f"{self.kind}: {self.producer}" + (f" into {self.consumer}" if self.consumer else "") + \
             (f": {self.reason}" if self.reason else "")
 
@@ -114,7 +116,8 @@ class Change:
             parts.append(f"{len(self.copies_inserted)} copy inserted" if len(self.copies_inserted) == 1
                          else f"{len(self.copies_inserted)} copies inserted")
         if self.rewired and not (self.added or self.removed):
-            parts.append(f"rewired the operands of {', '.join(self.rewired[:4])}" + (" …" if len(self.rewired) > 4 else ""))
+            parts.append(f"rewired the operands of {', '.join(self.rewired[:4])}"
+                         + (" …" if len(self.rewired) > 4 else ""))
         return "; ".join(parts) or "attributes, layouts or order only (no instruction added, removed or rewired)"
 
 
@@ -529,8 +532,8 @@ def passes(fn: Callable, *args: Any, timeout: float = 600, keep: str | os.PathLi
         log_path = work / "compile.log"
         with open(log_path, "w") as log:
             done = subprocess.run([sys.executable, "-c", _CHILD, str(work / "saved"),
-                                   json.dumps([[s.shape.as_list(), s.dtype.name] for s in specs])], env=env, stdout=subprocess.PIPE,
-                                  stderr=log, text=True, timeout=timeout)
+                                   json.dumps([[s.shape.as_list(), s.dtype.name] for s in specs])], env=env,
+                                  stdout=subprocess.PIPE, stderr=log, text=True, timeout=timeout)
         log_text = log_path.read_text(errors="replace")
         if done.returncode != 0:
             raise RuntimeError(f"compiling in a child process failed ({done.returncode}):\n{log_text[-3000:]}")

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from .matrix import matrix_ops
 from .parser import Module
@@ -55,7 +56,7 @@ def fake_gpu_module(category: str) -> str:
                             "the repository's tests/data/hlo (or XLALAB_HLO_CORPUS pointing at a copy)")
 
 
-def program_category(module_or_text: "Module | str") -> str:
+def program_category(module_or_text: Module | str) -> str:
     """``"conv"`` if a module runs a convolution, else ``"gemm"`` if it runs a matrix product, else
     ``"elementwise"`` (the categories of :func:`fake_gpu_module`)."""
     kinds = {op.kind for op in matrix_ops(module_or_text)}

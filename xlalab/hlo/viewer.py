@@ -13,8 +13,9 @@ from __future__ import annotations
 
 import html as _html
 import itertools
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any
 
 from .graph import GraphvizMissing, draw, format_bytes
 

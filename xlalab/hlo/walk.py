@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from typing import Iterator
+from collections.abc import Iterator
 
 from .parser import Computation, Instruction, Module, Shape
 
@@ -178,7 +178,7 @@ def reshape_is_bitcast(src: Shape, dst: Shape) -> bool:
         sa, sb = suffixes(src.dims, ga), suffixes(dst.dims, gb)
         cuts = sorted(set(sa) | set(sb))
         if all(hi % lo == 0 for lo, hi in zip(cuts, cuts[1:])):
-            for dims, group_dims, suf, atoms in ((src.dims, ga, sa, atoms_a), (dst.dims, gb, sb, atoms_b)):
+            for _dims, group_dims, suf, atoms in ((src.dims, ga, sa, atoms_a), (dst.dims, gb, sb, atoms_b)):
                 lower = 1
                 for d, upper in zip(reversed(group_dims), suf):
                     # This dimension holds the atoms between cuts lower (exclusive) and upper: major first.

@@ -14,8 +14,9 @@ policy, :func:`xlalab.hw.mixed_policy`), ``autocluster`` (``tf.function`` in a p
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterator
+from typing import Any
 
 import numpy as np
 
@@ -173,7 +174,7 @@ class TrainingSetup:
 
     params: int
     base_model: Any
-    build_mode: Callable[[str], "Runner"]
+    build_mode: Callable[[str], Runner]
 
 
 def training_setup(build: Callable[[], Any], make_optimizer: Callable[[Any], Any],

@@ -75,7 +75,7 @@ def blocked_attention(q: Any, k: Any, v: Any, block: int = 128) -> Any:
     dtype = q.dtype
     scale = tf.cast(1.0 / math.sqrt(d), dtype)
     m = tf.fill([b, t, 1], tf.constant(-np.inf, tf.float32))
-    l = tf.zeros([b, t, 1], tf.float32)
+    l = tf.zeros([b, t, 1], tf.float32)  # noqa: E741  (FlashAttention's name for the running softmax sum)
     acc = tf.zeros([b, t, d], tf.float32)
     for j in range(t // block):                                    # static: unrolled under XLA
         kj = k[:, j * block:(j + 1) * block]
@@ -84,7 +84,7 @@ def blocked_attention(q: Any, k: Any, v: Any, block: int = 128) -> Any:
         m_new = tf.maximum(m, tf.reduce_max(s, axis=-1, keepdims=True))
         p = tf.exp(s - m_new)                                                   # [b, t, block]
         correction = tf.exp(m - m_new)
-        l = l * correction + tf.reduce_sum(p, axis=-1, keepdims=True)
+        l = l * correction + tf.reduce_sum(p, axis=-1, keepdims=True)  # noqa: E741
         acc = acc * correction + tf.cast(tf.matmul(tf.cast(p, dtype), vj), tf.float32)
         m = m_new
     return tf.cast(acc / l, dtype)

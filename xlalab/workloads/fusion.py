@@ -13,7 +13,9 @@ Three bodies on a float32 tensor of ``n`` elements (GPU 64M, CPU 4M, tiny 64K):
 
 from __future__ import annotations
 
-from typing import Any, Callable
+import functools
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 
@@ -74,7 +76,8 @@ def transcendental_chain(x: Any) -> Any:
 
 
 def layer_norm_rows(x: Any, gamma: Any, beta: Any) -> Any:
-    """Normalize each row of ``x [rows, cols]`` to mean 0 and variance 1, then scale by ``gamma [cols]`` and shift by ``beta [cols]``."""
+    """Normalize each row of ``x [rows, cols]`` to mean 0 and variance 1, then scale by ``gamma [cols]`` and shift
+    by ``beta [cols]``."""
     import tensorflow as tf
 
     mean = tf.reduce_mean(x, axis=-1, keepdims=True)
@@ -149,9 +152,9 @@ def cases(profile: str) -> list[Case]:
     ]:
         out.append(Case(
             "fusion", kind, desc, flops(kind, n), min_bytes(kind, n), n, "elements/s",
-            build=lambda mode, kind=kind, arrays=arrays: _runner(kind, arrays, mode),
+            build=functools.partial(_runner, kind, arrays),
             params={"n": n, "unfused_bytes": unfused_bytes(kind, n)} if kind != "layer_norm"
             else {"rows": s["rows"], "cols": COLS},
-            min_time=2.0, reference=lambda kind=kind, arrays=arrays: reference(kind, *arrays),
+            min_time=2.0, reference=functools.partial(reference, kind, *arrays),
             skip_reason="NumPy is not a peer here (it runs each op as its own pass, like graph mode)"))
     return out

@@ -11,7 +11,9 @@ Sizes (:func:`sizes`): GPU ``N = 1,000,000``, CPU ``N = 100,000``, tiny ``N = 2,
 
 from __future__ import annotations
 
-from typing import Any, Callable
+import functools
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 
@@ -155,7 +157,8 @@ def flops(n: int, d: int, batch: int = 1) -> float:
 
 
 def min_bytes(n: int, d: int, batch: int = 1, itemsize: int = 4) -> float:
-    """Fewest bytes a scoring call moves: read the items ``[n, d]`` and users ``[d, batch]``, write scores ``[n, batch]``.
+    """Fewest bytes a scoring call moves: read the items ``[n, d]`` and users ``[d, batch]``, write scores
+    ``[n, batch]``.
 
     Top-k adds nothing that counts at this size (it reads the ``n`` scores once more).
     """
@@ -195,10 +198,10 @@ def cases(profile: str) -> list[Case]:
     modes = ("eager", "graph", "xla", "xla_mixed", "autocluster", "numpy")
     for name, body in FORMULATIONS.items():
         out.append(Case(
-            "gemv", name, f"{(scores_matmul_split if body is scores else body).__doc__.splitlines()[0]} "
+            "gemv", name, f"{((scores_matmul_split if body is scores else body).__doc__ or '').splitlines()[0]} "
             f"items [{n}, {d}] float32",
             flops(n, d), min_bytes(n, d), n, "items/s",
-            build=lambda mode, body=body: _runner(body, items, user, mode, n, d, 1),
+            build=functools.partial(_runner, body, items, user, n=n, d=d, batch=1),
             modes=modes, params={"n": n, "d": d, "batch": 1}, min_time=0.8,
             reference=lambda: reference(items, user)))
 
@@ -217,7 +220,7 @@ def cases(profile: str) -> list[Case]:
         out.append(Case(
             "gemv", f"batched_{b}", f"tf.matmul(items [{n}, {d}], users [{d}, {b}]) float32",
             flops(n, d, b), min_bytes(n, d, b), n * b, "scores/s",
-            build=lambda mode, users=users, b=b: _runner(batched_scores, items, users, mode, n, d, b),
+            build=functools.partial(_runner, batched_scores, items, users, n=n, d=d, batch=b),
             modes=modes, params={"n": n, "d": d, "batch": b}, min_time=0.8,
-            reference=lambda users=users: reference(items, users)))
+            reference=functools.partial(reference, items, users)))
     return out

@@ -13,7 +13,8 @@ labels int32 ``[b]``.
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 
@@ -25,7 +26,8 @@ MOMENTUM = 0.9
 
 
 def sizes(profile: str | None = None) -> dict[str, Any]:
-    """``{"depth", "image", "batch", "classes", "width", "blocks"}`` for ``profile`` (``None``: :func:`xlalab.hw.profile`)."""
+    """``{"depth", "image", "batch", "classes", "width", "blocks"}`` for ``profile``
+    (``None``: :func:`xlalab.hw.profile`)."""
     from .. import hw
 
     return dict({
@@ -125,7 +127,8 @@ def build_resnet18(input_shape: tuple[int, int, int] = (224, 224, 3), classes: i
     """ResNet-18 (or any basic-block ResNet): images ``[b, *input_shape]`` float32 -> logits ``[b, classes]``.
 
     Stages have ``width * (1, 2, 4, 8)`` filters and ``blocks`` basic blocks each (``(2, 2, 2, 2)`` is
-    ResNet-18, ``(1, 1, 1, 1)`` ResNet-10; depth counts the stem, two per block and the head). ``small_input`` (default: side under 64) swaps the ImageNet
+    ResNet-18, ``(1, 1, 1, 1)`` ResNet-10; depth counts the stem, two per block and the head). ``small_input``
+    (default: side under 64) swaps the ImageNet
     stem (7x7 stride 2 and a max pool) for one 3x3 convolution, as for CIFAR images.
     """
     import keras

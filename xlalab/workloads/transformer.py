@@ -12,7 +12,8 @@ CPU 2 layers, d_model 256, 4 heads, sequence 128, batch 8, vocabulary 4,096; tin
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 
@@ -22,7 +23,8 @@ LEARNING_RATE = 1e-3
 
 
 def sizes(profile: str | None = None) -> dict[str, int]:
-    """``{"layers", "d_model", "heads", "seq", "batch", "vocab"}`` for ``profile`` (``None``: :func:`xlalab.hw.profile`)."""
+    """``{"layers", "d_model", "heads", "seq", "batch", "vocab"}`` for ``profile``
+    (``None``: :func:`xlalab.hw.profile`)."""
     from .. import hw
 
     return dict({
@@ -122,7 +124,8 @@ def flops(batch: int, seq: int, d_model: int, layers: int, vocab: int) -> float:
 
 
 def min_bytes(params: int, batch: int, seq: int, slots: int = 2, itemsize: int = 4) -> float:
-    """Fewest bytes one step moves: weights, gradients and Adam's two slots, each read and written once, plus tokens and labels.
+    """Fewest bytes one step moves: weights, gradients and Adam's two slots, each read and written once, plus tokens
+    and labels.
 
     Activations are not counted (a lower bound; the intensity is an upper bound).
     """

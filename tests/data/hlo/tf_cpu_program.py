@@ -1,4 +1,6 @@
 import tensorflow as tf
+
+
 @tf.function(jit_compile=True)
 def step(x, w, flag, table, idx):
     h = tf.nn.relu(tf.matmul(x, w) + 1.0)
