@@ -43,6 +43,7 @@ from typing import Any, Callable
 from xlalab.grading.lab import Lab
 from xlalab.grading.score import Row, zero_row
 from xlalab.grading.task import grade_one
+from xlalab.options import GRADE
 
 CLUSTERS = ("slurm", "pbs", "sge", "lsf")
 # On a cluster the grader starts: a worker runs one notebook at a time (one thread; the job's cores are the
@@ -86,18 +87,19 @@ def queue_jobs(cluster: str) -> set[str]:
 
 @dataclass
 class EngineSpec:
-    """How to run the tasks (see the module docstring); ``jobs`` is ``-j``."""
+    """How to run the tasks (see the module docstring); ``jobs`` is ``-j``. The defaults are ``xlalab grade``'s
+    (:class:`xlalab.options.GradeOptions`)."""
 
-    jobs: int = 1
-    scheduler: str | None = None
-    cluster: str | None = None
-    queue: str | None = None
-    cores: int = 4
-    memory: str = "16GB"
-    walltime: str = "02:00:00"
-    gpus: int = 0
-    cluster_jobs: int = 0
-    account: str | None = None
+    jobs: int = GRADE.jobs
+    scheduler: str | None = GRADE.scheduler
+    cluster: str | None = GRADE.cluster
+    queue: str | None = GRADE.queue
+    cores: int = GRADE.cores
+    memory: str = GRADE.memory
+    walltime: str = GRADE.walltime
+    gpus: int = GRADE.gpus
+    cluster_jobs: int = GRADE.cluster_jobs
+    account: str | None = GRADE.account
     prologue: list[str] = field(default_factory=list)
 
     @property
