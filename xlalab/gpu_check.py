@@ -102,7 +102,7 @@ def report(doc: dict[str, Any]) -> str:
     """The markdown report of one GPU check (what a maintainer reads before committing the run)."""
     hwd, check = doc.get("hardware", {}), doc["gpu_check"]
     lines = [f"# GPU check: {check['gpu']}", "",
-             f"- When: {check['created_utc']}; command: `python -m xlalab.gpu_check`",
+             f"- When: {check['created_utc']}; command: `xlalab gpu-check`",
              f"- Machine: {check['machine']}",
              f"- Software: TensorFlow {check['versions'].get('tensorflow')}, Keras {check['versions'].get('keras')}, "
              f"Python {check['versions'].get('python')}",

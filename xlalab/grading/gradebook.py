@@ -18,7 +18,7 @@ instructor started over) does not inherit the old rows (the old spool is set asi
 
 Rows, columns and CSV live here. A lab with written answers adds ``auto``, ``max_auto``, ``manual``,
 ``max_manual`` and one column per question; the rows kept in the spool carry the answers, so that
-``--merge-manual`` (:mod:`.answers`) and ``--export`` (:mod:`.export`) work from the grader's own copy.
+``xlalab merge-manual`` (:mod:`.answers`) and ``xlalab export`` (:mod:`.export`) work from the grader's own copy.
 """
 
 from __future__ import annotations
