@@ -206,3 +206,26 @@ def test_the_console_script_is_registered():
     scripts = options.tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["scripts"]
     assert scripts["xlalab"] == "xlalab.cli:main"
     assert {"xlalab-grade", "xlalab-assign", "xlalab-suite"} <= set(scripts)
+
+
+def test_messages_reach_stderr_and_q_keeps_only_warnings(tmp_path, monkeypatch, capsys):
+    from xlalab import log as log_setup
+
+    monkeypatch.chdir(tmp_path)
+    _record(monkeypatch, "class_report")
+    log = logging.getLogger("xlalab.grading.cli")
+    try:
+        assert cli.main(["report", "lab01"]) == 0
+        log.info("progress line")
+        assert "progress line\n" in capsys.readouterr().err
+        assert cli.main(["-q", "report", "lab01"]) == 0
+        log.info("progress line")
+        log.warning("a warning")
+        assert capsys.readouterr().err == "a warning\n"
+    finally:
+        log_setup.configure()
+
+
+def test_a_missing_config_file_is_an_error(tmp_path, capsys):
+    assert cli.main(["--config", str(tmp_path / "nope.toml"), "report", "lab01"]) == 2
+    assert "no such config file" in capsys.readouterr().err

@@ -1,7 +1,10 @@
-"""Logging of the ``xlalab`` commands: one handler on the ``xlalab`` logger, set up once by a command.
+"""Logging of the ``xlalab`` commands: one handler on the ``xlalab`` logger, writing plain lines to stderr.
 
-Modules log to ``logging.getLogger(__name__)``; :func:`configure` makes INFO and above (``-v``: DEBUG, ``-q``:
-WARNING) reach stderr as plain lines. Library use that never calls it gets Python's default: warnings only.
+Modules log to ``logging.getLogger(__name__)``. Importing :mod:`xlalab` installs the handler at INFO
+(:func:`install_default`), so that library use prints what the ``print(..., file=sys.stderr)`` calls it replaced
+printed, unless a program has set up the ``xlalab`` logger itself. A command calls :func:`configure` once:
+INFO by default, ``-v`` DEBUG (with level and logger name), ``-q`` WARNING. The logger does not propagate to the
+root logger, whose handlers (absl's, once TensorFlow is imported) would print each line twice.
 """
 
 from __future__ import annotations
@@ -26,6 +29,19 @@ def level(verbose: int = 0, quiet: bool = False) -> int:
     if quiet:
         return logging.WARNING
     return logging.DEBUG if verbose > 0 else logging.INFO
+
+
+def install_default() -> None:
+    """Library use: the ``xlalab`` loggers' INFO and above reach stderr as plain lines; a program that gave the
+    ``xlalab`` logger a handler or a level of its own is left alone."""
+    root = logging.getLogger("xlalab")
+    if root.handlers or root.level != logging.NOTSET:
+        return
+    handler = _Stderr()
+    handler.setFormatter(logging.Formatter("%(message)s"))
+    root.addHandler(handler)
+    root.setLevel(logging.INFO)
+    root.propagate = False
 
 
 def configure(verbose: int = 0, quiet: bool = False) -> None:

@@ -45,6 +45,8 @@ from xlalab.grading.score import Row, zero_row
 from xlalab.grading.task import grade_one
 from xlalab.options import GRADE
 
+log = logging.getLogger(__name__)
+
 CLUSTERS = ("slurm", "pbs", "sge", "lsf")
 # On a cluster the grader starts: a worker runs one notebook at a time (one thread; the job's cores are the
 # notebook's), the scheduler hands a worker no task before it is free (so a worker that dies takes only the
@@ -267,8 +269,8 @@ def _run_dask(lab, entries, kwargs, spec: EngineSpec, done, fn) -> None:
         import dask
         from distributed import Client, LocalCluster, as_completed
     except ImportError:
-        print("xlalab.grade: Dask distributed is not installed; grading with a thread pool "
-              "(pip install 'dask[distributed]')", file=sys.stderr)
+        log.warning("xlalab.grade: Dask distributed is not installed; grading with a thread pool "
+                    "(pip install 'dask[distributed]')")
         with futures.ThreadPoolExecutor(max_workers=max(1, spec.jobs)) as pool:
             futs = {pool.submit(_safe, fn, lab, s, p, kwargs): i for i, (s, p) in enumerate(entries)}
             for fut in futures.as_completed(futs):
@@ -291,9 +293,9 @@ def _run_dask(lab, entries, kwargs, spec: EngineSpec, done, fn) -> None:
             client = Client(cluster, security=cluster.security)
         else:
             if not spec.scheduler.startswith("tls://"):
-                print(f"xlalab.grade: WARNING: {spec.scheduler} is not a tls:// address: whoever reaches it can "
-                      "run code on its workers and change grades; give a TLS scheduler (Dask's "
-                      "distributed.comm.tls settings hold its certificates)", file=sys.stderr)
+                log.warning("xlalab.grade: WARNING: %s is not a tls:// address: whoever reaches it can run code on "
+                            "its workers and change grades; give a TLS scheduler (Dask's distributed.comm.tls "
+                            "settings hold its certificates)", spec.scheduler)
             client = Client(spec.scheduler, timeout="30s")
         try:
             futs = {}
@@ -367,8 +369,8 @@ class _Watch:
                                      f"or past --walltime?) with {len(left)} submissions not graded "
                                      f"({', '.join(sorted(left)[:10])}); the rows graded before are in the gradebook")
         self.resubmitted += 1
-        print(f"xlalab.grade: every worker job ended with {len(left)} submissions left; submitting "
-              f"{self.jobs} fresh jobs", file=sys.stderr, flush=True)
+        log.info("xlalab.grade: every worker job ended with %d submissions left; submitting %d fresh jobs",
+                 len(left), self.jobs)
         self.cluster.scale(jobs=0)   # forget the ended jobs (new worker names), then ask for fresh ones
         self.cluster.scale(jobs=self.jobs)
 

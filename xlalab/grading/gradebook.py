@@ -29,8 +29,8 @@ import hashlib
 import io
 import json
 import os
+import logging
 import secrets
-import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -38,6 +38,8 @@ from typing import Any
 from xlalab.grading.feedback import feedback_text
 from xlalab.grading.score import Row
 from xlalab.grading.submissions import safe_name
+
+log = logging.getLogger(__name__)
 
 FIXED = ("student", "total", "max")
 SPLIT = ("auto", "max_auto", "manual", "max_manual")   # a lab with written answers: automatic and manual apart
@@ -303,7 +305,7 @@ class Gradebook:
     def _warn(self, text: str) -> None:
         self.warnings.append(text)
         if not self.quiet:
-            print(f"xlalab.grade: WARNING: {text}", file=sys.stderr, flush=True)
+            log.warning("xlalab.grade: WARNING: %s", text)
 
     # -- closing: check what a student could have reached ------------------------------------------------
 
