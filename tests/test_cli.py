@@ -68,8 +68,8 @@ def test_the_python_api_reads_the_same_defaults():
         params = inspect.signature(fn).parameters
         for name in ("cell_timeout", "timeout", "memory_gb", "sandbox"):
             assert params[name].default == getattr(grade, name), (fn.__name__, name)
-    assert inspect.signature(grading_cli.grade_submissions).parameters["similarity_threshold"].default == \
-        grade.similarity_threshold
+    params = inspect.signature(grading_cli.grade_submissions).parameters
+    assert (params["similarity_threshold"].default, params["out"].default) == (grade.similarity_threshold, grade.out)
     old = grading_cli.parser().parse_args(["lab01", "x.ipynb"])
     assert options.from_args(GradeOptions, old) == GradeOptions(lab="lab01", submissions=["x.ipynb"])
     # The values themselves are the course's (unchanged by moving them here).

@@ -50,8 +50,8 @@ from xlalab.grading.gradebook import Gradebook
 from xlalab.grading.lab import load_lab
 from xlalab.grading.score import Row, zero_row
 from xlalab.grading.submissions import expand_submissions, guard_sources
-from xlalab.options import GRADE, ExportOptions, GradeOptions, MergeManualOptions, ReportOptions, add_options, \
-    from_args
+from xlalab.options import (GRADE, ExportOptions, GradeOptions, MergeManualOptions, ReportOptions, add_options,
+                            from_args)
 
 log = logging.getLogger(__name__)
 
@@ -66,7 +66,7 @@ class Graded(list):
     engine: str
 
 
-def grade_submissions(lab: str | Path, submissions: Iterable[str | Path], out: str | Path = "grades", *,
+def grade_submissions(lab: str | Path, submissions: Iterable[str | Path], out: str | Path = GRADE.out, *,
                       jobs: int = GRADE.jobs, source: str | Path | None = None,
                       cell_timeout: float = GRADE.cell_timeout, timeout: float = GRADE.timeout,
                       memory_gb: float = GRADE.memory_gb, env: dict[str, str | None] | None = None,
