@@ -48,19 +48,19 @@ slurm-test: $(STAMP)
 
 # Regenerate labs/ from solutions/ (never edit labs/ by hand).
 labs: $(STAMP)
-	$(PY) -m xlalab.assign --record-built-with
+	$(PY) -m xlalab assign --record-built-with
 
 check-labs: $(STAMP)
-	$(PY) -m xlalab.assign --check
+	$(PY) -m xlalab assign --check
 
 # The workload suite on this machine's profile; writes results/<host>.json and PNGs.
 suite: $(STAMP)
-	$(PY) -m xlalab.suite
+	$(PY) -m xlalab suite
 
 # On a machine where TensorFlow sees a GPU: suite (gpu profile), every solution and student lab graded, the book
 # built; writes results/<gpu-model>.json, its plots and results/<gpu-model>-report.md. Fails clearly without a GPU.
 gpu-check: $(STAMP)
-	$(PY) -m xlalab.gpu_check
+	$(PY) -m xlalab gpu-check
 
 clean:
 	rm -rf _build .pytest_cache .mypy_cache .ruff_cache

@@ -8,7 +8,7 @@ Three jobs, one concept (the environment a lab runs in):
   installs the kernel-side packages a Colab-like kernel lacks (:data:`KERNEL_SIDE`, e.g. ``xprof``) and pins the
   TensorFlow, Keras, NumPy and CUDA libraries already there, so they are never replaced;
 - :func:`built_with` / :func:`record_built_with` / :func:`environment_note`: the TensorFlow version and backend the
-  labs were generated and graded on (``xlalab/built_with.json``, written by ``python -m xlalab.assign``), and a
+  labs were generated and graded on (``xlalab/built_with.json``, written by ``xlalab assign``), and a
   one-line warning when the student's kernel differs from it;
 - :func:`quiet_tensorflow` / :func:`chapter_setup`: what a lab's and a chapter's setup cell call, so that a machine
   without a GPU shows one line saying so instead of TensorFlow's CUDA probe messages (:func:`held_probe_messages`).

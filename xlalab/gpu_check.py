@@ -1,6 +1,7 @@
 """The GPU check: on a machine where TensorFlow sees a GPU, run everything a maintainer needs to trust the course there.
 
-``python -m xlalab.gpu_check [--out-dir results] [--skip-suite] [--skip-grading] [--skip-book]`` (``make gpu-check``):
+``xlalab gpu-check [--out-dir results] [--skip-suite] [--skip-grading] [--skip-book]`` (``make gpu-check``; formerly
+``python -m xlalab.gpu_check``, which still works):
 
 1. the workload suite at the ``gpu`` profile (:func:`xlalab.suite.run`), placed on the GPU's own roofline
    (:func:`xlalab.hw.peaks`: the datasheet entry of its exact model plus a measured device copy);
@@ -18,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import datetime as _dt
+import logging
 import os
 import re
 import subprocess
@@ -25,9 +27,13 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .options import GpuCheckOptions
 
 REPO = Path(__file__).resolve().parent.parent
+log = logging.getLogger(__name__)
 NO_GPU_EXIT = 2
 
 NO_GPU_MESSAGE = """xlalab.gpu_check: TensorFlow sees no GPU on this machine, so there is nothing to check.
@@ -49,7 +55,7 @@ def model_slug(name: str) -> str:
 
 
 def _progress(msg: str) -> None:
-    print(f"[gpu_check {time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
+    log.info("[gpu_check %s] %s", time.strftime("%H:%M:%S"), msg)
 
 
 def grade_all(out: Path, root: Path = REPO) -> list[dict[str, Any]]:
@@ -96,7 +102,7 @@ def report(doc: dict[str, Any]) -> str:
     """The markdown report of one GPU check (what a maintainer reads before committing the run)."""
     hwd, check = doc.get("hardware", {}), doc["gpu_check"]
     lines = [f"# GPU check: {check['gpu']}", "",
-             f"- When: {check['created_utc']}; command: `python -m xlalab.gpu_check`",
+             f"- When: {check['created_utc']}; command: `xlalab gpu-check`",
              f"- Machine: {check['machine']}",
              f"- Software: TensorFlow {check['versions'].get('tensorflow')}, Keras {check['versions'].get('keras')}, "
              f"Python {check['versions'].get('python')}",
@@ -140,20 +146,24 @@ def report(doc: dict[str, Any]) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``python -m xlalab.gpu_check``: suite, grading and book on this machine's GPU; exit 0 when all passed."""
+    """``python -m xlalab.gpu_check``, the older form of ``xlalab gpu-check`` (:func:`run`)."""
+    from . import log as log_setup
+    from .options import GpuCheckOptions, add_options, from_args
+
     parser = argparse.ArgumentParser(prog="python -m xlalab.gpu_check", description=__doc__.splitlines()[0])
-    parser.add_argument("--out-dir", default=str(REPO / "results"), help="where the JSON, plots and report go")
-    parser.add_argument("--skip-suite", action="store_true")
-    parser.add_argument("--skip-grading", action="store_true")
-    parser.add_argument("--skip-book", action="store_true")
-    parser.add_argument("--only", default=None, help="suite workloads, comma-separated (default: all)")
-    args = parser.parse_args(argv)
+    add_options(parser, GpuCheckOptions)
+    log_setup.configure()
+    return run(from_args(GpuCheckOptions, parser.parse_args(argv)))
+
+
+def run(args: GpuCheckOptions) -> int:
+    """``xlalab gpu-check``: suite, grading and book on this machine's GPU; 0 when all passed, 2 without a GPU."""
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     from . import hw
 
     devices = hw.gpus()  # what TensorFlow sees; XLALAB_FAKE_GPU is ignored here on purpose
     if not devices:
-        print(NO_GPU_MESSAGE, file=sys.stderr)
+        log.error(NO_GPU_MESSAGE)
         return NO_GPU_EXIT
     os.environ.pop(hw.FAKE_GPU_ENV, None)
     os.environ.pop("XLALAB_PROFILE", None)
@@ -200,4 +210,5 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
+    print("note: `python -m xlalab.gpu_check` is now `xlalab gpu-check`; this form keeps working", file=sys.stderr)
     sys.exit(main())

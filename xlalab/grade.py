@@ -1,8 +1,8 @@
-"""``python -m xlalab.grade``: grade a class's hand-ins of one lab. The code is the package
+"""``python -m xlalab.grade``, now ``xlalab grade``: grade a class's hand-ins of one lab. The code is the package
 :mod:`xlalab.grading` (see its docstring for the pipeline); this module keeps the old import paths.
 
-``python -m xlalab.grade LAB SUBMISSIONS... --out grades/ [-j N] [--source DIR] [--sandbox auto|bwrap|none]``
-(all options: ``python -m xlalab.grade --help``).
+``xlalab grade LAB SUBMISSIONS... --out grades/ [-j N] [--source DIR] [--sandbox auto|bwrap|none]``
+(all options: ``xlalab grade --help``; the older ``python -m xlalab.grade`` keeps working, --report and all).
 """
 
 import sys
@@ -24,4 +24,6 @@ __all__ = ["CheckResult", "EngineSpec", "Gradebook", "Graded", "Lab", "Row", "Ru
            "summary_table"]
 
 if __name__ == "__main__":
+    print("note: `python -m xlalab.grade` is now `xlalab grade` (and `xlalab report`, `merge-manual`, `export`); "
+          "this form keeps working", file=sys.stderr)
     sys.exit(main())

@@ -1,6 +1,7 @@
 """The workload suite: every workload in every execution mode, checked, timed, placed on the roofline.
 
-``python -m xlalab.suite [--profile cpu|gpu|tiny] [--only gemv,fusion,resnet,transformer] [--out results/NAME.json]``
+``xlalab suite [--profile cpu|gpu|tiny] [--only gemv,fusion,resnet,transformer] [--out results/NAME.json]`` (formerly
+``python -m xlalab.suite``, which still works)
 
 For each case of each workload (:mod:`xlalab.workloads`) the suite builds the step in every mode
 (``eager``, ``graph``, ``xla``, ``xla_mixed``, ``autocluster``, and ``numpy`` for GEMV), times its first
@@ -21,6 +22,7 @@ import argparse
 import datetime as _dt
 import gc
 import json
+import logging
 import os
 import platform
 import socket
@@ -30,11 +32,16 @@ import tempfile
 import time
 from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from . import workloads as W
+
+if TYPE_CHECKING:
+    from .options import SuiteOptions
+
+log = logging.getLogger(__name__)
 
 SCHEMA_VERSION = 1
 AUTOCLUSTER_FLAGS = "--tf_xla_auto_jit=2 --tf_xla_cpu_global_jit"
@@ -107,7 +114,7 @@ def schema_errors(doc: dict[str, Any]) -> list[str]:
 # Running.
 
 def _progress(msg: str) -> None:
-    print(msg, file=sys.stderr, flush=True)
+    log.info(msg)
 
 
 def _select(profile: str, only: Iterable[str]) -> list[W.Case]:
@@ -510,8 +517,7 @@ def run(profile: str | None = None, only: Iterable[str] = W.WORKLOADS, out: str 
         "schema": SCHEMA_VERSION,
         "profile": profile,
         "created_utc": _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
-        "command": " ".join(["python -m xlalab.suite"] + sys.argv[1:]) if sys.argv and "suite" in sys.argv[0] else
-        f"xlalab.suite.run(profile={profile!r}, only={only!r})",
+        "command": _command(profile, only),
         "hardware": hwd,
         "versions": _versions(),
         "results": _clean(results),
@@ -665,25 +671,36 @@ def default_out() -> Path:
     return Path("results") / f"{socket.gethostname().split('.')[0]}.json"
 
 
+def _command(profile: str, only: list[str]) -> str:
+    """How this run was started, for the JSON document."""
+    argv = sys.argv or [""]
+    if Path(argv[0]).name in ("xlalab", "__main__.py") and argv[1:2] == ["suite"]:
+        return " ".join(["xlalab", *argv[1:]])
+    if "suite" in argv[0]:
+        return " ".join(["python -m xlalab.suite", *argv[1:]])
+    return f"xlalab.suite.run(profile={profile!r}, only={only!r})"
+
+
 def main(argv: list[str] | None = None) -> None:
-    """``python -m xlalab.suite``: run the matrix, print the table, write JSON and PNGs."""
+    """``python -m xlalab.suite``, the older form of ``xlalab suite`` (:func:`cli`)."""
+    from . import log as log_setup
+    from .options import SuiteOptions, add_options, from_args
+
     parser = argparse.ArgumentParser(prog="python -m xlalab.suite", description=__doc__.splitlines()[0])
-    parser.add_argument("--profile", choices=("cpu", "gpu", "tiny"), default=None,
-                        help="problem sizes (default: gpu when TensorFlow sees one, else cpu)")
-    parser.add_argument("--only", default=",".join(W.WORKLOADS), help="comma-separated workloads")
-    parser.add_argument("--out", default=None, help="JSON path (default results/<hostname>.json)")
-    parser.add_argument("--min-time", type=float, default=None, help="seconds of interleaved timing per case")
-    parser.add_argument("--no-autocluster", action="store_true", help="skip the auto-clustering child process")
-    parser.add_argument("--no-plots", action="store_true")
-    parser.add_argument("--worker", default=None, help=argparse.SUPPRESS)
-    args = parser.parse_args(argv)
+    add_options(parser, SuiteOptions)
+    log_setup.configure()
+    cli(from_args(SuiteOptions, parser.parse_args(argv)))
+
+
+def cli(args: SuiteOptions) -> int:
+    """``xlalab suite``: run the matrix, print the table, write JSON and PNGs."""
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     only = [w.strip() for w in args.only.split(",") if w.strip()]
     if args.worker:
         from . import hw
 
         _worker(args.worker, args.profile or hw.profile(), only, args.min_time)
-        return
+        return 0
     out = Path(args.out) if args.out else default_out()
     doc = run(args.profile, only, out, min_time=args.min_time, autocluster=not args.no_autocluster,
               plots=not args.no_plots)
@@ -691,7 +708,10 @@ def main(argv: list[str] | None = None) -> None:
     for name, t in doc.get("targets", {}).items():
         print(f"target {name}: {json.dumps(t)}")
     print(f"wrote {out} ({doc['wall_s']} s)" + (f" and {', '.join(doc.get('plots', []))}" if doc.get("plots") else ""))
+    return 0
 
 
 if __name__ == "__main__":
+    if "--worker" not in sys.argv:
+        print("note: `python -m xlalab.suite` is now `xlalab suite`; this form keeps working", file=sys.stderr)
     main()

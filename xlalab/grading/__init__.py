@@ -3,9 +3,9 @@
 Kernel side (imported by every lab's setup cell, so this module imports nothing heavy):
 :func:`track_checks` and :func:`report` (in :mod:`.notebook`).
 
-Instructor side, in pipeline order (``python -m xlalab.grade`` is :mod:`.cli`):
+Instructor side, in pipeline order (``xlalab grade``, ``report``, ``merge-manual`` and ``export`` are :mod:`.cli`):
 
-- :mod:`.assign`      solutions/ -> labs/ (answers stripped, hidden checks removed); ``python -m xlalab.assign``
+- :mod:`.assign`      solutions/ -> labs/ (answers stripped, hidden checks removed); ``xlalab assign``
 - :mod:`.lab`         the instructor source of one lab and its released version, its checks and points
 - :mod:`.submissions` read and name hand-ins (an unreadable one becomes a row with the reason)
 - :mod:`.probe`       kernel side: ``probe(name, fn)`` records plain data (student) or replays it (judge)
@@ -19,11 +19,12 @@ Instructor side, in pipeline order (``python -m xlalab.grade`` is :mod:`.cli`):
 - :mod:`.feedback`    the Markdown feedback of one student and the summary table
 - :mod:`.gradebook`   rows kept in a grader-private spool, ``gradebook.csv`` built from it, tampering detected
 - :mod:`.answers`     written answers: collected per question, ``manual.csv`` template and merge
-- :mod:`.export`      ``--export canvas|moodle|csv``: the gradebook in the form a platform imports
+- :mod:`.export`      ``xlalab export LAB canvas|moodle|csv``: the gradebook in the form a platform imports
 - :mod:`.similarity`  similar hand-ins: winnowed fingerprints of the students' own cells (copydetect), flagged
 - :mod:`.classreport` ``<out>/report.html``: failures, score distribution, checks, questions, time, faults, pairs
 - :mod:`.engine`      where submissions run: in process, a local Dask cluster, a scheduler, Slurm/PBS/SGE/LSF
-- :mod:`.cli`         ``python -m xlalab.grade`` (``tests/bench_grading.py`` measures its throughput)
+- :mod:`.cli`         ``xlalab grade`` and the older ``python -m xlalab.grade`` (``tests/bench_grading.py`` measures
+                      its throughput); the ``xlalab`` command itself is :mod:`xlalab.cli`
 """
 
 from xlalab.grading.notebook import CHECK_HEADER, CheckState, parse_header, report, states, track_checks

@@ -1,6 +1,6 @@
 """Write the student labs in ``labs/`` from the single-source notebooks in ``solutions/``.
 
-``python -m xlalab.assign`` (or ``python -m xlalab.grading.assign``) ``[solutions/labNN_x.ipynb ...] [--check]``
+``xlalab assign [solutions/labNN_x.ipynb ...] [--check]`` (formerly ``python -m xlalab.assign``, which still works)
 
 For each solution notebook (all ``solutions/lab*.ipynb`` when no path is given) the student version
 ``labs/<same name>`` is written with: inline answers (``# BEGIN SOLUTION`` ... ``# END SOLUTION``) and whole
@@ -24,15 +24,21 @@ import argparse
 import copy
 import hashlib
 import json
+import logging
 import re
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import nbformat
 
 from xlalab.grading.notebook import CHECK_HEADER
+
+if TYPE_CHECKING:
+    from xlalab.options import AssignOptions
+
+log = logging.getLogger(__name__)
 
 REPOSITORY_TOKEN = "@REPOSITORY_URL@"
 # In markdown cells: the compiler the labs were built and graded on (xlalab/built_with.json, `make labs` records it).
@@ -322,14 +328,18 @@ def solution_paths(root: str | Path = ".") -> list[Path]:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """``python -m xlalab.assign``, the older form of ``xlalab assign`` (:func:`run`)."""
+    from xlalab import log as log_setup
+    from xlalab.options import AssignOptions, add_options, from_args
+
     parser = argparse.ArgumentParser(prog="python -m xlalab.assign", description=__doc__.split("\n\n")[0])
-    parser.add_argument("solutions", nargs="*", help="solution notebooks (default: solutions/lab*.ipynb)")
-    parser.add_argument("--check", action="store_true", help="exit 1 if labs/ is out of date; write nothing")
-    parser.add_argument("--root", default=".", help="repository root holding _config.yml, solutions/, labs/")
-    parser.add_argument("--record-built-with", action="store_true",
-                        help="first write this environment's TensorFlow version and XLA backend to "
-                             "xlalab/built_with.json (what @BUILT_WITH@ and the setup cell's note compare with)")
-    args = parser.parse_args(argv)
+    add_options(parser, AssignOptions)
+    log_setup.configure()
+    return run(from_args(AssignOptions, parser.parse_args(argv)))
+
+
+def run(args: AssignOptions) -> int:
+    """``xlalab assign``: write labs/ (0), or with ``check`` say whether it is up to date (0, or 1); 2 on an error."""
     root = Path(args.root)
     if args.record_built_with and not args.check:
         from xlalab import compat, hw
@@ -341,7 +351,7 @@ def main(argv: list[str] | None = None) -> int:
         try:
             target, text = build(path, root)
         except (FormatError, OSError, nbformat.reader.NotJSONError, ValueError) as err:
-            print(f"error: {path}: {err}", file=sys.stderr)
+            log.error("error: %s: %s", path, err)
             return 2
         current = target.read_text(encoding="utf-8") if target.exists() else None
         if args.check:
@@ -358,9 +368,9 @@ def main(argv: list[str] | None = None) -> int:
                 if lab.resolve() not in expected:
                     stale.append(f"{lab} (no solutions/{lab.name})")
         if stale:
-            print("labs/ is out of date; run `python -m xlalab.assign` (or `make labs`):", file=sys.stderr)
+            log.error("labs/ is out of date; run `xlalab assign` (or `make labs`):")
             for s in stale:
-                print(f"  {s}", file=sys.stderr)
+                log.error("  %s", s)
             return 1
         print(f"labs/ is up to date ({len(paths)} lab(s))")
     return 0

@@ -1,5 +1,5 @@
 """The class report: ``<out>/report.html``, one self-contained page for the instructor (written after every grading
-run and by ``python -m xlalab.grade LAB --report --out grades/``).
+run and by ``xlalab report LAB --out grades/``).
 
 It is made from the grader's own rows (the spool of :mod:`.gradebook`, never ``gradebook.csv``) and shows, in
 this order:
@@ -252,7 +252,7 @@ def page(s: Summary, rows: list[Row]) -> str:
         stats.append(["total (written merged)", *(f"{v:.4g}" for v in s.quartiles.get("total", []))])
         if pending:
             parts.append(f'<p class="note">{pending} written answers are not scored yet (counted as 0 in the '
-                         "total until <code>--merge-manual</code>).</p>")
+                         "total until <code>xlalab merge-manual</code>).</p>")
     if stats:
         parts.append(_table("quartiles", ["points", "first quartile", "median", "third quartile"], stats,
                             {1, 2, 3}))

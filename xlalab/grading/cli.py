@@ -1,6 +1,6 @@
 """Grade lab submissions with nbval, each in a bubblewrap jail, on this machine or a Dask cluster.
 
-``python -m xlalab.grade LAB SUBMISSIONS... --out grades/ [-j N] [--source DIR] [--sandbox auto|bwrap|none]
+``xlalab grade LAB SUBMISSIONS... --out grades/ [-j N] [--source DIR] [--sandbox auto|bwrap|none]
 [--cell-timeout S] [--timeout S] [--memory-gb G] [--scheduler tcp://host:8786 | --cluster slurm|pbs|sge|lsf
 [--queue Q] [--cores N] [--memory 16GB] [--walltime 02:00:00] [--gpus N] [--cluster-jobs N] [--dry-run]]``
 
@@ -24,23 +24,25 @@ the grader's back is reported and rebuilt), and ``<out>/feedback/<student>.md``.
 
 Every grading run also writes ``<out>/report.html``, the class report (:mod:`xlalab.grading.classreport`: the most
 frequent failures first, scores, checks, written questions, time, faults, and pairs of similar hand-ins at
-``--similarity-threshold``, :mod:`xlalab.grading.similarity`); ``python -m xlalab.grade LAB --report --out grades/``
+``--similarity-threshold``, :mod:`xlalab.grading.similarity`); ``xlalab report LAB --out grades/``
 remakes it from the grader's rows.
 
-``python -m xlalab.grade LAB --merge-manual grades/manual.csv --out grades/`` folds the instructor's scores of the
-written answers in (bad lines are rejected, one line each, exit status 1); ``--export canvas|moodle|csv``
-(repeatable, ``--roster``, ``--moodle-id``) writes ``<out>/export-<kind>.csv`` (:mod:`xlalab.grading.export`).
-Both work with or without submissions in the same command.
+``xlalab merge-manual LAB grades/manual.csv --out grades/`` folds the instructor's scores of the written answers in
+(bad lines are rejected, one line each, exit status 1); ``xlalab export LAB canvas|moodle|csv...`` (``--roster``,
+``--moodle-id``) writes ``<out>/export-<kind>.csv`` (:mod:`xlalab.grading.export`). Each command's options are
+one dataclass of :mod:`xlalab.options`. The older ``python -m xlalab.grade LAB [SUBMISSIONS...] --report |
+--merge-manual CSV | --export KIND`` (:func:`main`) still works, with or without submissions in the same command.
 """
 
 from __future__ import annotations
 
 import argparse
-import sys
+import logging
 import time
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
+from xlalab import log as log_setup
 from xlalab.grading import (
     answers as answers_mod,
     assign,
@@ -55,6 +57,9 @@ from xlalab.grading.gradebook import Gradebook
 from xlalab.grading.lab import load_lab
 from xlalab.grading.score import Row, zero_row
 from xlalab.grading.submissions import expand_submissions, guard_sources
+from xlalab.options import GRADE, ExportOptions, GradeOptions, MergeManualOptions, ReportOptions, add_options, from_args
+
+log = logging.getLogger(__name__)
 
 
 class Graded(list):
@@ -67,19 +72,20 @@ class Graded(list):
     engine: str
 
 
-def grade_submissions(lab: str | Path, submissions: Iterable[str | Path], out: str | Path = "grades", *,
-                      jobs: int = 1, source: str | Path | None = None, cell_timeout: float = 600,
-                      timeout: float = 1800, memory_gb: float = 8, env: Mapping[str, str | None] | None = None,
-                      progress: bool = False, sandbox: str = "auto", scheduler: str | None = None,
+def grade_submissions(lab: str | Path, submissions: Iterable[str | Path], out: str | Path = GRADE.out, *,
+                      jobs: int = GRADE.jobs, source: str | Path | None = None,
+                      cell_timeout: float = GRADE.cell_timeout, timeout: float = GRADE.timeout,
+                      memory_gb: float = GRADE.memory_gb, env: Mapping[str, str | None] | None = None,
+                      progress: bool = False, sandbox: str = GRADE.sandbox, scheduler: str | None = None,
                       spec: engine.EngineSpec | None = None, quiet: bool = False,
-                      similarity_threshold: float = similarity.DEFAULT_THRESHOLD) -> Graded:
+                      similarity_threshold: float = GRADE.similarity_threshold) -> Graded:
     """Grade every submission of one lab; write the gradebook and feedback under ``out``; return the rows.
 
     Example: ``grade_submissions("lab01_timing", ["hand-ins/"], "grades", jobs=2)``. ``sandbox`` is "auto"
     (bwrap where it works), "bwrap" (required) or "none"; ``scheduler`` a Dask scheduler address; ``spec`` an
     :class:`~xlalab.grading.engine.EngineSpec` for anything else (``jobs`` and ``scheduler`` then are ignored).
     Writes ``<out>/report.html`` at the end (:mod:`xlalab.grading.classreport`; pairs of similar hand-ins at
-    ``similarity_threshold``).
+    ``similarity_threshold``). The defaults are :data:`xlalab.options.GRADE`'s, as ``xlalab grade``'s are.
     """
     start = time.monotonic()
     the_lab = load_lab(lab, source)
@@ -124,9 +130,8 @@ def grade_submissions(lab: str | Path, submissions: Iterable[str | Path], out: s
     result.engine = engine.describe(spec)
     unsandboxed = sorted({r.student for r in rows if r.sandbox == "none"})
     if box.on and unsandboxed and not quiet:
-        print(f"xlalab.grade: WARNING: {len(unsandboxed)} submissions ran unsandboxed on workers without "
-              f"bwrap ({', '.join(unsandboxed[:5])}...); install bubblewrap there or use --sandbox bwrap",
-              file=sys.stderr)
+        log.warning("xlalab.grade: WARNING: %d submissions ran unsandboxed on workers without bwrap (%s...); "
+                    "install bubblewrap there or use --sandbox bwrap", len(unsandboxed), ", ".join(unsandboxed[:5]))
     return result
 
 
@@ -143,12 +148,12 @@ def _write_report(lab, rows: list[Row], out, threshold: float, warnings: list[st
     except Exception as err:  # noqa: BLE001  (the gradebook is written; the report is a view of it)
         warnings.append(f"the class report could not be written ({type(err).__name__}: {str(err)[:200]})")
         if not quiet:
-            print(f"xlalab.grade: WARNING: {warnings[-1]}", file=sys.stderr)
+            log.warning("xlalab.grade: WARNING: %s", warnings[-1])
         return None
 
 
-def class_report(lab: str | Path, out: str | Path = "grades", *, source: str | Path | None = None,
-                 similarity_threshold: float = similarity.DEFAULT_THRESHOLD, quiet: bool = False) -> Path:
+def class_report(lab: str | Path, out: str | Path = GRADE.out, *, source: str | Path | None = None,
+                 similarity_threshold: float = GRADE.similarity_threshold, quiet: bool = False) -> Path:
     """Write ``<out>/report.html`` from the grader's own rows of the gradebook in ``out`` (``--report``)."""
     the_lab = load_lab(lab, source)
     with Gradebook(out, [c.check for c in the_lab.checks], quiet=quiet,
@@ -157,7 +162,7 @@ def class_report(lab: str | Path, out: str | Path = "grades", *, source: str | P
         return classreport.write_report(the_lab, rows, out, threshold=similarity_threshold)
 
 
-def merge_manual(lab: str | Path, manual: str | Path, out: str | Path = "grades", *,
+def merge_manual(lab: str | Path, manual: str | Path, out: str | Path = GRADE.out, *,
                  source: str | Path | None = None, quiet: bool = False) -> tuple[list[Row], list[str]]:
     """Fold the instructor's ``manual.csv`` into the gradebook in ``out``: returns (changed rows, errors).
 
@@ -178,8 +183,9 @@ def merge_manual(lab: str | Path, manual: str | Path, out: str | Path = "grades"
     return changed, errors
 
 
-def export_gradebook(lab: str | Path, kind: str, out: str | Path = "grades", *, source: str | Path | None = None,
-                     roster: str | Path | None = None, moodle_id: str = "username", quiet: bool = False) -> Path:
+def export_gradebook(lab: str | Path, kind: str, out: str | Path = GRADE.out, *, source: str | Path | None = None,
+                     roster: str | Path | None = None, moodle_id: str = ExportOptions.moodle_id,
+                     quiet: bool = False) -> Path:
     """Write ``<out>/export-<kind>.csv`` (see :mod:`xlalab.grading.export`) from the grader's own rows."""
     the_lab = load_lab(lab, source)
     with Gradebook(out, [c.check for c in the_lab.checks], quiet=quiet,
@@ -190,131 +196,139 @@ def export_gradebook(lab: str | Path, kind: str, out: str | Path = "grades", *, 
                              roster=roster, moodle_id=moodle_id)
 
 
-def _threshold(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
-    if not 0 < value <= 1:
-        raise argparse.ArgumentTypeError(f"must be in (0, 1], not {text}")
-    return value
+# ---------------------------------------------------------------------------------------------
+# The commands: ``xlalab grade``, ``report``, ``merge-manual`` and ``export`` (xlalab.cli), each one of these.
 
+def engine_spec(opts: GradeOptions) -> engine.EngineSpec:
+    """Where ``opts`` runs the tasks."""
+    return engine.EngineSpec(jobs=opts.jobs, scheduler=opts.scheduler, cluster=opts.cluster, queue=opts.queue,
+                             cores=opts.cores, memory=opts.memory, walltime=opts.walltime, gpus=opts.gpus,
+                             cluster_jobs=opts.cluster_jobs, account=opts.account, prologue=list(opts.prologue))
+
+
+def run_grade(opts: GradeOptions) -> int:
+    """``xlalab grade``: grade, print the summary table; 0, or 2 on an error (``--dry-run``: the job script)."""
+    spec = engine_spec(opts)
+    if opts.dry_run:
+        if not opts.cluster:
+            log.error("error: --dry-run prints the job script of --cluster; give --cluster")
+            return 2
+        print(engine.job_script(spec))
+        return 0
+    if not opts.submissions:
+        log.error("error: no submissions given")
+        return 2
+    try:
+        rows = grade_submissions(opts.lab, opts.submissions, opts.out, source=opts.source,
+                                 cell_timeout=opts.cell_timeout, timeout=opts.timeout,
+                                 memory_gb=opts.memory_gb, progress=True, sandbox=opts.sandbox, spec=spec,
+                                 similarity_threshold=opts.similarity_threshold)
+    except (FileNotFoundError, assign.FormatError, sandbox_mod.SandboxUnavailable, engine.ClusterUnavailable) as err:
+        log.error("error: %s", err)
+        return 2
+    out = Path(opts.out)
+    print()
+    print(summary_table(rows, rows.elapsed))
+    print(f"engine: {rows.engine}; sandbox: {rows.sandbox}")
+    for w in rows.warnings:
+        print(f"WARNING: {w}")
+    print(f"\ngradebook: {out / 'gradebook.csv'}; feedback: {out / 'feedback'}/")
+    if (out / "report.html").exists():
+        print(f"class report: {out / 'report.html'}")
+    if (out / "manual.csv").exists():
+        print(f"written answers: {out / 'answers'}/; score them in {out / 'manual.csv'}, then `xlalab merge-manual`")
+    return 0
+
+
+def run_report(opts: ReportOptions, *, quiet: bool = True) -> int:
+    """``xlalab report``: remake ``<out>/report.html`` from the grader's rows; 0, or 2 on an error."""
+    try:
+        path = class_report(opts.lab, opts.out, source=opts.source, similarity_threshold=opts.similarity_threshold,
+                            quiet=quiet)
+    except (FileNotFoundError, ValueError, assign.FormatError) as err:
+        log.error("error: %s", err)
+        return 2
+    print(f"class report: {path}")
+    return 0
+
+
+def run_merge_manual(opts: MergeManualOptions) -> int:
+    """``xlalab merge-manual``: fold ``manual.csv`` in, then remake the report; 1 when a line was rejected."""
+    try:
+        changed, errors = merge_manual(opts.lab, opts.manual, opts.out, source=opts.source)
+    except (FileNotFoundError, ValueError, assign.FormatError) as err:
+        log.error("error: %s", err)
+        return 2
+    for e in errors:
+        log.warning("rejected: %s", e)
+    print(f"merged {opts.manual}: {len(changed)} students changed, {len(errors)} lines rejected")
+    return run_report(opts) or (1 if errors else 0)
+
+
+def run_export(opts: ExportOptions) -> int:
+    """``xlalab export``: write ``<out>/export-<kind>.csv`` for each kind; 0, or 2 on an error."""
+    try:
+        for kind in opts.kinds:
+            path = export_gradebook(opts.lab, kind, opts.out, source=opts.source, roster=opts.roster,
+                                    moodle_id=opts.moodle_id)
+            print(f"export ({kind}): {path}")
+    except (FileNotFoundError, ValueError, assign.FormatError) as err:
+        log.error("error: %s", err)
+        return 2
+    return 0
+
+
+# ---------------------------------------------------------------------------------------------
+# The older form, ``python -m xlalab.grade``: every grading command's flags in one namespace.
 
 def parser() -> argparse.ArgumentParser:
+    """The parser of ``python -m xlalab.grade`` (:class:`~xlalab.options.GradeOptions` plus the mode flags)."""
     p = argparse.ArgumentParser(prog="python -m xlalab.grade", description=__doc__.split("\n\n")[0])
-    p.add_argument("lab", help="lab name (lab01_timing) or path to its solution notebook")
-    p.add_argument("submissions", nargs="*", help="notebooks or folders of them")
-    p.add_argument("--out", default="grades", help="output folder (gradebook.csv, feedback/)")
-    p.add_argument("-j", "--jobs", type=int, default=1,
-                   help="submissions graded at once on this machine (a local Dask cluster of that many workers)")
-    p.add_argument("--source", default=None,
-                   help="folder with the instructor's lab sources (with hidden checks); default solutions/")
-    p.add_argument("--sandbox", choices=sandbox_mod.MODES, default="auto",
-                   help="bwrap: run each notebook in a bubblewrap jail (required); auto: bwrap where it works, "
-                        "else say why and run unsandboxed; none: no jail")
-    p.add_argument("--cell-timeout", type=float, default=600, help="seconds per cell (nbval)")
-    p.add_argument("--timeout", type=float, default=1800, help="seconds for a whole notebook")
-    p.add_argument("--memory-gb", type=float, default=8,
-                   help="address-space limit of the grading process and its kernel (TF+XLA needs >= 4)")
-    m = p.add_argument_group("written answers and exports")
+    add_options(p, GradeOptions)
+    m = next(g for g in p._action_groups if g.title == "written answers and exports")
     m.add_argument("--merge-manual", metavar="CSV", default=None,
                    help="fold the instructor's scores of the written answers (student,question,points,comment; "
                         "the grader writes <out>/manual.csv as a template) into the gradebook and feedback")
     m.add_argument("--export", action="append", choices=export_mod.KINDS, default=[],
                    help="write <out>/export-KIND.csv in the form Canvas or Moodle imports, or a plain CSV "
                         "(repeatable)")
-    m.add_argument("--roster", default=None,
-                   help="CSV with a 'student' column and the platform's identifier columns (Canvas: ID, SIS "
-                        "User ID, SIS Login ID, Section; Moodle: Username, Email address or ID number)")
     m.add_argument("--report", action="store_true",
                    help="write <out>/report.html, the class report (also written after every grading run, and "
                         "after --merge-manual)")
-    m.add_argument("--similarity-threshold", type=_threshold, default=similarity.DEFAULT_THRESHOLD,
-                   help="pairs of hand-ins whose own code or written answers are at least this similar (0-1, "
-                        "winnowed fingerprints) are listed in the report, flagged, never penalized "
-                        f"(default {similarity.DEFAULT_THRESHOLD:g})")
-    m.add_argument("--moodle-id", choices=sorted(export_mod.MOODLE_ID_COLUMNS), default="username",
-                   help="the identifier column of the Moodle export")
-    g = p.add_argument_group("scale-out (Dask)")
-    g.add_argument("--scheduler", default=None, help="address of a running Dask scheduler (tcp://host:8786)")
-    g.add_argument("--cluster", choices=engine.CLUSTERS, default=None,
-                   help="start workers as batch jobs through dask-jobqueue")
-    g.add_argument("--queue", default=None, help="batch queue or partition")
-    g.add_argument("--account", default=None, help="account or project charged for the jobs")
-    g.add_argument("--cores", type=int, default=4, help="cores per job")
-    g.add_argument("--memory", default="16GB", help="memory per job")
-    g.add_argument("--walltime", default="02:00:00", help="wall-clock limit per job")
-    g.add_argument("--gpus", type=int, default=0, help="GPUs per job")
-    g.add_argument("--cluster-jobs", type=int, default=0,
-                   help="batch jobs to start (default: -j, at most one per submission)")
-    g.add_argument("--prologue", action="append", default=[],
-                   help="a shell line run before each worker starts (e.g. 'source /shared/course/.venv/bin/"
-                        "activate'); repeatable")
-    g.add_argument("--dry-run", action="store_true", help="print the job script of --cluster and exit")
+    add_options(p, ExportOptions, exclude=("lab", "out", "source", "kinds"))
     return p
 
 
 def main(argv: list[str] | None = None) -> int:
+    """``python -m xlalab.grade LAB [SUBMISSIONS...] [--report] [--merge-manual CSV] [--export KIND]``: grade, then
+    merge, report and export as asked (``xlalab grade``, ``merge-manual``, ``report`` and ``export`` in turn)."""
     args = parser().parse_args(argv)
-    spec = engine.EngineSpec(jobs=args.jobs, scheduler=args.scheduler, cluster=args.cluster, queue=args.queue,
-                             cores=args.cores, memory=args.memory, walltime=args.walltime, gpus=args.gpus,
-                             cluster_jobs=args.cluster_jobs, account=args.account, prologue=args.prologue)
-    if args.dry_run:
-        if not args.cluster:
-            print("error: --dry-run prints the job script of --cluster; give --cluster", file=sys.stderr)
-            return 2
-        print(engine.job_script(spec))
-        return 0
-    if not args.submissions and not (args.merge_manual or args.export or args.report):
-        print("error: no submissions given", file=sys.stderr)
+    log_setup.configure()
+    grade = from_args(GradeOptions, args)
+    if not args.dry_run and not args.submissions and not (args.merge_manual or args.export or args.report):
+        log.error("error: no submissions given")
         return 2
-    if args.submissions:
-        rc = _grade_main(args, spec)
-        if rc:
+    if args.dry_run or args.submissions:
+        rc = run_grade(grade)
+        if rc or args.dry_run:
             return rc
     rc = 0
-    try:
-        if args.merge_manual:
-            changed, errors = merge_manual(args.lab, args.merge_manual, args.out, source=args.source)
-            for e in errors:
-                print(f"rejected: {e}", file=sys.stderr)
-            print(f"merged {args.merge_manual}: {len(changed)} students changed, {len(errors)} lines rejected")
-            rc = 1 if errors else 0
-        if args.merge_manual or (args.report and not args.submissions):   # (a grading run wrote it already)
-            path = class_report(args.lab, args.out, source=args.source,
-                                similarity_threshold=args.similarity_threshold, quiet=True)
-            print(f"class report: {path}")
-        for kind in args.export:
-            path = export_gradebook(args.lab, kind, args.out, source=args.source, roster=args.roster,
-                                    moodle_id=args.moodle_id)
-            print(f"export ({kind}): {path}")
-    except (FileNotFoundError, ValueError, assign.FormatError) as err:
-        print(f"error: {err}", file=sys.stderr)
-        return 2
+    if args.merge_manual:
+        rc = run_merge_manual(MergeManualOptions(lab=grade.lab, out=grade.out, source=grade.source,
+                                                 similarity_threshold=grade.similarity_threshold,
+                                                 manual=args.merge_manual))
+        if rc == 2:
+            return rc
+    elif args.report and not args.submissions:   # (a grading run wrote it already)
+        if run_report(ReportOptions(lab=grade.lab, out=grade.out, source=grade.source,
+                                    similarity_threshold=grade.similarity_threshold)):
+            return 2
+    if args.export:
+        if run_export(ExportOptions(lab=grade.lab, out=grade.out, source=grade.source, kinds=args.export,
+                                    roster=args.roster, moodle_id=args.moodle_id)):
+            return 2
     return rc
 
 
-def _grade_main(args: argparse.Namespace, spec: engine.EngineSpec) -> int:
-    try:
-        rows = grade_submissions(args.lab, args.submissions, args.out, source=args.source,
-                                 cell_timeout=args.cell_timeout, timeout=args.timeout,
-                                 memory_gb=args.memory_gb, progress=True, sandbox=args.sandbox, spec=spec,
-                                 similarity_threshold=args.similarity_threshold)
-    except (FileNotFoundError, assign.FormatError, sandbox_mod.SandboxUnavailable, engine.ClusterUnavailable) as err:
-        print(f"error: {err}", file=sys.stderr)
-        return 2
-    print()
-    print(summary_table(rows, rows.elapsed))
-    print(f"engine: {rows.engine}; sandbox: {rows.sandbox}")
-    for w in rows.warnings:
-        print(f"WARNING: {w}")
-    print(f"\ngradebook: {Path(args.out) / 'gradebook.csv'}; feedback: {Path(args.out) / 'feedback'}/")
-    if (Path(args.out) / "report.html").exists():
-        print(f"class report: {Path(args.out) / 'report.html'}")
-    if (Path(args.out) / "manual.csv").exists():
-        print(f"written answers: {Path(args.out) / 'answers'}/; score them in {Path(args.out) / 'manual.csv'}, "
-              "then --merge-manual")
-    return 0
-
-
-__all__ = ["Graded", "Row", "class_report", "export_gradebook", "grade_submissions", "main", "merge_manual", "parser"]
+__all__ = ["Graded", "Row", "class_report", "engine_spec", "export_gradebook", "grade_submissions", "main",
+           "merge_manual", "parser", "run_export", "run_grade", "run_merge_manual", "run_report"]

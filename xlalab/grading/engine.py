@@ -44,6 +44,9 @@ from typing import Any
 from xlalab.grading.lab import Lab
 from xlalab.grading.score import Row, zero_row
 from xlalab.grading.task import grade_one
+from xlalab.options import GRADE
+
+log = logging.getLogger(__name__)
 
 CLUSTERS = ("slurm", "pbs", "sge", "lsf")
 # On a cluster the grader starts: a worker runs one notebook at a time (one thread; the job's cores are the
@@ -87,18 +90,19 @@ def queue_jobs(cluster: str) -> set[str]:
 
 @dataclass
 class EngineSpec:
-    """How to run the tasks (see the module docstring); ``jobs`` is ``-j``."""
+    """How to run the tasks (see the module docstring); ``jobs`` is ``-j``. The defaults are ``xlalab grade``'s
+    (:class:`xlalab.options.GradeOptions`)."""
 
-    jobs: int = 1
-    scheduler: str | None = None
-    cluster: str | None = None
-    queue: str | None = None
-    cores: int = 4
-    memory: str = "16GB"
-    walltime: str = "02:00:00"
-    gpus: int = 0
-    cluster_jobs: int = 0
-    account: str | None = None
+    jobs: int = GRADE.jobs
+    scheduler: str | None = GRADE.scheduler
+    cluster: str | None = GRADE.cluster
+    queue: str | None = GRADE.queue
+    cores: int = GRADE.cores
+    memory: str = GRADE.memory
+    walltime: str = GRADE.walltime
+    gpus: int = GRADE.gpus
+    cluster_jobs: int = GRADE.cluster_jobs
+    account: str | None = GRADE.account
     prologue: list[str] = field(default_factory=list)
 
     @property
@@ -266,8 +270,8 @@ def _run_dask(lab, entries, kwargs, spec: EngineSpec, done, fn) -> None:
         import dask
         from distributed import Client, LocalCluster, as_completed
     except ImportError:
-        print("xlalab.grade: Dask distributed is not installed; grading with a thread pool "
-              "(pip install 'dask[distributed]')", file=sys.stderr)
+        log.warning("xlalab.grade: Dask distributed is not installed; grading with a thread pool "
+                    "(pip install 'dask[distributed]')")
         with futures.ThreadPoolExecutor(max_workers=max(1, spec.jobs)) as pool:
             futs: dict[Any, int] = {pool.submit(_safe, fn, lab, s, p, kwargs): i for i, (s, p) in enumerate(entries)}
             for f in futures.as_completed(futs):
@@ -292,9 +296,9 @@ def _run_dask(lab, entries, kwargs, spec: EngineSpec, done, fn) -> None:
         else:
             assert spec.scheduler  # kind "scheduler" is a spec with a scheduler
             if not spec.scheduler.startswith("tls://"):
-                print(f"xlalab.grade: WARNING: {spec.scheduler} is not a tls:// address: whoever reaches it can "
-                      "run code on its workers and change grades; give a TLS scheduler (Dask's "
-                      "distributed.comm.tls settings hold its certificates)", file=sys.stderr)
+                log.warning("xlalab.grade: WARNING: %s is not a tls:// address: whoever reaches it can run code on "
+                            "its workers and change grades; give a TLS scheduler (Dask's distributed.comm.tls "
+                            "settings hold its certificates)", spec.scheduler)
             client = Client(spec.scheduler, timeout="30s")
         try:
             futs = {}
@@ -370,8 +374,8 @@ class _Watch:
                                      f"or past --walltime?) with {len(left)} submissions not graded "
                                      f"({', '.join(sorted(left)[:10])}); the rows graded before are in the gradebook")
         self.resubmitted += 1
-        print(f"xlalab.grade: every worker job ended with {len(left)} submissions left; submitting "
-              f"{self.jobs} fresh jobs", file=sys.stderr, flush=True)
+        log.info("xlalab.grade: every worker job ended with %d submissions left; submitting %d fresh jobs",
+                 len(left), self.jobs)
         self.cluster.scale(jobs=0)   # forget the ended jobs (new worker names), then ask for fresh ones
         self.cluster.scale(jobs=self.jobs)
 

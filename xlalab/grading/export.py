@@ -1,4 +1,4 @@
-"""Gradebook files in the form a course platform imports (``python -m xlalab.grade LAB --export KIND``).
+"""Gradebook files in the form a course platform imports (``xlalab export LAB KIND``).
 
 One grade per student: the lab's total (automatic checks + written answers scored so far), out of the lab's
 maximum. Students are named as the grader names them (the submission's file or folder name); a roster

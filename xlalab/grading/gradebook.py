@@ -18,7 +18,7 @@ instructor started over) does not inherit the old rows (the old spool is set asi
 
 Rows, columns and CSV live here. A lab with written answers adds ``auto``, ``max_auto``, ``manual``,
 ``max_manual`` and one column per question; the rows kept in the spool carry the answers, so that
-``--merge-manual`` (:mod:`.answers`) and ``--export`` (:mod:`.export`) work from the grader's own copy.
+``xlalab merge-manual`` (:mod:`.answers`) and ``xlalab export`` (:mod:`.export`) work from the grader's own copy.
 """
 
 from __future__ import annotations
@@ -28,9 +28,9 @@ import fcntl
 import hashlib
 import io
 import json
+import logging
 import os
 import secrets
-import sys
 import time
 from pathlib import Path
 from typing import IO, Any
@@ -40,6 +40,8 @@ from xlalab.files import atomic_write
 from xlalab.grading.feedback import feedback_text
 from xlalab.grading.score import Row
 from xlalab.grading.submissions import safe_name
+
+log = logging.getLogger(__name__)
 
 FIXED = ("student", "total", "max")
 SPLIT = ("auto", "max_auto", "manual", "max_manual")   # a lab with written answers: automatic and manual apart
@@ -300,7 +302,7 @@ class Gradebook:
     def _warn(self, text: str) -> None:
         self.warnings.append(text)
         if not self.quiet:
-            print(f"xlalab.grade: WARNING: {text}", file=sys.stderr, flush=True)
+            log.warning("xlalab.grade: WARNING: %s", text)
 
     # -- closing: check what a student could have reached ------------------------------------------------
 

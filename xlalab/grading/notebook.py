@@ -3,7 +3,7 @@
 A check cell starts with a header line ``# CHECK <id> (<points> points)`` (``xlalab.assign`` verifies it
 against the cell's metadata). :func:`track_checks`, called in a lab's setup cell, registers an IPython
 hook that records whether each check cell ran without error; :func:`report`, in the lab's last cell,
-prints the table. The instructor's grade comes from ``python -m xlalab.grade``, never from this table.
+prints the table. The instructor's grade comes from ``xlalab grade``, never from this table.
 """
 
 from __future__ import annotations

@@ -28,6 +28,7 @@ instead.
 from __future__ import annotations
 
 import functools
+import logging
 import os
 import shutil
 import subprocess
@@ -35,6 +36,8 @@ import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+
+log = logging.getLogger(__name__)
 
 MODES = ("auto", "bwrap", "none")
 JAIL_UID = 1000
@@ -316,8 +319,8 @@ def resolve(mode: str = "auto", *, quiet: bool = False) -> Sandbox:
 
 @functools.cache
 def _warn_once(text: str) -> None:
-    print(f"xlalab.grade: WARNING: grading runs {text}. Student code can then read what this user can read "
-          "(the instructor's sources, other hand-ins, the home folder) and reach the network.", file=sys.stderr)
+    log.warning("xlalab.grade: WARNING: grading runs %s. Student code can then read what this user can read "
+                "(the instructor's sources, other hand-ins, the home folder) and reach the network.", text)
 
 
 def _python_roots() -> list[str]:

@@ -43,7 +43,7 @@ ANSWERED, EMPTY, UNCHANGED, MISSING = "answered", "empty", "unchanged", "missing
 class AnswerResult:
     """One written answer of one submission, read from the submission by the grader's own process.
 
-    ``earned`` is None until the instructor's points are merged (``--merge-manual``); an empty, unchanged
+    ``earned`` is None until the instructor's points are merged (``xlalab merge-manual``); an empty, unchanged
     or missing answer scores 0 at once.
     """
 

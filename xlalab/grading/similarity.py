@@ -32,6 +32,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from xlalab import options
 from xlalab.files import atomic_write
 from xlalab.grading import assign
 from xlalab.grading.lab import Lab
@@ -43,7 +44,7 @@ from xlalab.grading.score import ANSWERED
 # two honest solutions of the same exercises share only the syntax the exercise forces (0 there: no 25-character
 # run of filtered tokens in common). copydetect's own display default, 0.33, is made for whole programs, where that
 # forced part is a smaller share than in a lab's short answers. The threshold only decides what is listed for a look.
-DEFAULT_THRESHOLD = 0.6
+DEFAULT_THRESHOLD = options.DEFAULT_THRESHOLD   # 0.6, the default of --similarity-threshold
 # Tokens of shared (filtered) text below which a pair is not flagged: the sample lab's whole reference answer (two
 # one-line functions that honest students may well write alike) is 49; a copied hand-in there shares over 200.
 MIN_SHARED = 80

@@ -29,6 +29,7 @@ from xlalab.grading.probe import RecordsError, dump_records, parse_records
 from xlalab.grading.run import run_notebook
 from xlalab.grading.score import GRADER_CELLS, Row, blocked_notes, run_faults, score, zero_row
 from xlalab.grading.submissions import Unreadable, read_submission
+from xlalab.options import GRADE
 
 RECORDS_NAME = ".xlalab-probes.jsonl"
 
@@ -39,9 +40,10 @@ def _children_cpu() -> float:
     return usage.ru_utime + usage.ru_stime
 
 
-def grade_one(lab: Lab, student: str, path: Path, *, cell_timeout: float = 600, timeout: float = 1800,
-              memory_gb: float = 8, env: Mapping[str, str | None] | None = None, keep: bool = False,
-              sandbox: sandbox_mod.Sandbox | str = "auto") -> Row:
+def grade_one(lab: Lab, student: str, path: Path, *, cell_timeout: float = GRADE.cell_timeout,
+              timeout: float = GRADE.timeout, memory_gb: float = GRADE.memory_gb,
+              env: Mapping[str, str | None] | None = None, keep: bool = False,
+              sandbox: sandbox_mod.Sandbox | str = GRADE.sandbox) -> Row:
     """Grade one submission; never raises (a grader error becomes the row's status).
 
     ``env`` adds (or, with a value of None, removes) environment variables of the grading process,

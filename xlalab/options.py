@@ -1,0 +1,377 @@
+"""The options of every ``xlalab`` subcommand, each defined once, and the term's config file.
+
+Each subcommand has one dataclass (:class:`GradeOptions`, :class:`ReportOptions`, ...). Its fields and defaults
+are the single source of the command-line flags (:func:`add_options`), the Python API's defaults (e.g.
+:func:`xlalab.grading.cli.grade_submissions` reads :data:`GRADE`) and the keys a config file may set.
+
+A config file holds a term's repeated settings: ``[tool.xlalab.<section>]`` in a ``pyproject.toml``, or
+``[<section>]`` in an ``xlalab.toml`` (found in the current folder or the nearest one above holding either
+file; ``xlalab --config FILE`` names one). The sections are the subcommands' names; ``[grade]`` also serves
+``report``, ``merge-manual`` and ``export``, which read the keys they have. For example::
+
+    [tool.xlalab.grade]
+    source = "~/private/solutions"
+    cluster = "slurm"
+    queue = "short"
+    memory_gb = 4
+    jobs = 4
+
+Flags override the config; the config overrides the built-in defaults. An unknown section or key, or a value of
+the wrong type, is a :class:`ConfigError` naming it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TypeVar
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover  (Python 3.10: the tomli backport, a dependency there)
+    import tomli as tomllib
+
+from xlalab.workloads import WORKLOADS
+
+REPO = Path(__file__).resolve().parent.parent
+CONFIG_NAME = "xlalab.toml"
+# Pairs of hand-ins at least this similar are listed in the class report (why 0.6: xlalab.grading.similarity).
+DEFAULT_THRESHOLD = 0.6
+
+T = TypeVar("T")
+
+
+class ConfigError(ValueError):
+    """A config file that cannot be used: unknown section or key, wrong type or value."""
+
+
+def opt(default: Any = None, *flags: str, help: str | None = None, factory: Callable[[], Any] | None = None,
+        **meta: Any) -> Any:
+    """A dataclass field that is also a flag: ``flags`` (default ``--field-name``), ``help`` and the rest of
+    ``meta`` go to ``add_argument`` (``choices`` may be a callable, called when the parser is built).
+
+    Extra ``meta``: ``positional=True`` (an argument, never a config key), ``config=False`` (not a config key),
+    ``path=True`` (a config value has ``~`` expanded and is relative to the config file), ``group`` (a title)."""
+    meta = {"flags": flags, "help": help, **meta}
+    if factory is not None:
+        return field(default_factory=factory, metadata=meta)
+    return field(default=default, metadata=meta)
+
+
+def threshold(text: str | float) -> float:
+    """``--similarity-threshold``: a number in (0, 1]."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if not 0 < value <= 1:
+        raise argparse.ArgumentTypeError(f"must be in (0, 1], not {text}")
+    return value
+
+
+def _choices(name: str) -> Callable[[], tuple[str, ...]]:
+    """The choices of a flag, read from the module that owns them when a parser is built."""
+    def read() -> tuple[str, ...]:
+        from xlalab.grading import engine, export, sandbox
+
+        return {"sandbox": sandbox.MODES, "cluster": engine.CLUSTERS, "export": export.KINDS,
+                "moodle_id": tuple(sorted(export.MOODLE_ID_COLUMNS))}[name]
+    return read
+
+
+# ---------------------------------------------------------------------------------------------
+# The grading commands: grade, report, merge-manual, export.
+
+@dataclass
+class LabOptions:
+    """What every grading command names: the lab, the output folder and the instructor's sources."""
+
+    lab: str = opt("", positional=True, help="lab name (lab01_timing) or path to its solution notebook")
+    out: str = opt("grades", help="output folder (gradebook.csv, feedback/)", path=True)
+    source: str | None = opt(None, help="folder with the instructor's lab sources (with hidden checks); "
+                                        "default solutions/", path=True)
+
+
+@dataclass
+class ReportOptions(LabOptions):
+    """``xlalab report``: remake ``<out>/report.html``, the class report, from the grader's rows."""
+
+    similarity_threshold: float = opt(
+        DEFAULT_THRESHOLD, type=threshold, group="written answers and exports",
+        help="pairs of hand-ins whose own code or written answers are at least this similar (0-1, winnowed "
+             f"fingerprints) are listed in the report, flagged, never penalized (default {DEFAULT_THRESHOLD:g})")
+
+
+@dataclass
+class MergeManualOptions(ReportOptions):
+    """``xlalab merge-manual``: fold the instructor's scores of the written answers in, then remake the report."""
+
+    manual: str = opt("", positional=True, metavar="CSV",
+                      help="the instructor's scores (student,question,points,comment; the grader writes "
+                           "<out>/manual.csv as a template)")
+
+
+@dataclass
+class ExportOptions(LabOptions):
+    """``xlalab export``: write ``<out>/export-<kind>.csv`` for Canvas, Moodle or as a plain CSV."""
+
+    kinds: list[str] = opt(factory=list, positional=True, nargs="+", metavar="KIND", choices=_choices("export"),
+                           help="canvas, moodle or csv (one or more)")
+    roster: str | None = opt(None, path=True, group="written answers and exports",
+                             help="CSV with a 'student' column and the platform's identifier columns (Canvas: ID, "
+                                  "SIS User ID, SIS Login ID, Section; Moodle: Username, Email address or ID number)")
+    moodle_id: str = opt("username", choices=_choices("moodle_id"), group="written answers and exports",
+                         help="the identifier column of the Moodle export")
+
+
+_DASK = "scale-out (Dask)"
+
+
+@dataclass
+class GradeOptions(ReportOptions):
+    """``xlalab grade``: grade a class's hand-ins of one lab (:func:`xlalab.grading.cli.grade_submissions`)."""
+
+    submissions: list[str] = opt(factory=list, positional=True, nargs="*", help="notebooks or folders of them")
+    jobs: int = opt(1, "-j", "--jobs", type=int,
+                    help="submissions graded at once on this machine (a local Dask cluster of that many workers)")
+    sandbox: str = opt("auto", choices=_choices("sandbox"),
+                       help="bwrap: run each notebook in a bubblewrap jail (required); auto: bwrap where it works, "
+                            "else say why and run unsandboxed; none: no jail")
+    cell_timeout: float = opt(600, type=float, help="seconds per cell (nbval)")
+    timeout: float = opt(1800, type=float, help="seconds for a whole notebook")
+    memory_gb: float = opt(8, type=float,
+                           help="address-space limit of the grading process and its kernel (TF+XLA needs >= 4)")
+    scheduler: str | None = opt(None, group=_DASK, help="address of a running Dask scheduler (tcp://host:8786)")
+    cluster: str | None = opt(None, choices=_choices("cluster"), group=_DASK,
+                              help="start workers as batch jobs through dask-jobqueue")
+    queue: str | None = opt(None, group=_DASK, help="batch queue or partition")
+    account: str | None = opt(None, group=_DASK, help="account or project charged for the jobs")
+    cores: int = opt(4, type=int, group=_DASK, help="cores per job")
+    memory: str = opt("16GB", group=_DASK, help="memory per job")
+    walltime: str = opt("02:00:00", group=_DASK, help="wall-clock limit per job")
+    gpus: int = opt(0, type=int, group=_DASK, help="GPUs per job")
+    cluster_jobs: int = opt(0, type=int, group=_DASK,
+                            help="batch jobs to start (default: -j, at most one per submission)")
+    prologue: list[str] = opt(factory=list, action="append", group=_DASK,
+                              help="a shell line run before each worker starts (e.g. 'source /shared/course/.venv/"
+                                   "bin/activate'); repeatable")
+    dry_run: bool = opt(False, action="store_true", config=False, group=_DASK,
+                        help="print the job script of --cluster and exit")
+
+
+GRADE = GradeOptions()   # the defaults the Python API reads (grade_submissions, grade_one, EngineSpec)
+
+
+# ---------------------------------------------------------------------------------------------
+# The other commands.
+
+@dataclass
+class AssignOptions:
+    """``xlalab assign``: write labs/ from solutions/ (or, with ``--check``, say whether labs/ is up to date)."""
+
+    solutions: list[str] = opt(factory=list, positional=True, nargs="*",
+                               help="solution notebooks (default: solutions/lab*.ipynb)")
+    check: bool = opt(False, action="store_true", config=False,
+                      help="exit 1 if labs/ is out of date; write nothing")
+    root: str = opt(".", path=True, help="repository root holding _config.yml, solutions/, labs/")
+    record_built_with: bool = opt(False, action="store_true", config=False,
+                                  help="first write this environment's TensorFlow version and XLA backend to "
+                                       "xlalab/built_with.json (what @BUILT_WITH@ and the setup cell's note "
+                                       "compare with)")
+
+
+@dataclass
+class SuiteOptions:
+    """``xlalab suite``: every workload in every execution mode, timed and placed on the roofline."""
+
+    profile: str | None = opt(None, choices=("cpu", "gpu", "tiny"),
+                              help="problem sizes (default: gpu when TensorFlow sees one, else cpu)")
+    only: str = opt(",".join(WORKLOADS), help="comma-separated workloads")
+    out: str | None = opt(None, path=True, help="JSON path (default results/<hostname>.json)")
+    min_time: float | None = opt(None, type=float, help="seconds of interleaved timing per case")
+    no_autocluster: bool = opt(False, action="store_true", help="skip the auto-clustering child process")
+    no_plots: bool = opt(False, action="store_true")
+    worker: str | None = opt(None, help=argparse.SUPPRESS, config=False)
+
+
+@dataclass
+class GpuCheckOptions:
+    """``xlalab gpu-check``: suite, grading and book on this machine's GPU."""
+
+    out_dir: str = opt(str(REPO / "results"), path=True, help="where the JSON, plots and report go")
+    skip_suite: bool = opt(False, action="store_true")
+    skip_grading: bool = opt(False, action="store_true")
+    skip_book: bool = opt(False, action="store_true")
+    only: str | None = opt(None, help="suite workloads, comma-separated (default: all)")
+
+
+# ---------------------------------------------------------------------------------------------
+# Options <-> argparse.
+
+def _flags(f: dataclasses.Field) -> tuple[str, ...]:
+    return f.metadata.get("flags") or ("--" + f.name.replace("_", "-"),)
+
+
+def _default(f: dataclasses.Field) -> Any:
+    if f.default_factory is not dataclasses.MISSING:
+        return f.default_factory()
+    return f.default
+
+
+def add_options(parser: argparse.ArgumentParser, cls: type, *, exclude: tuple[str, ...] = (),
+                defaults: dict[str, Any] | None = None) -> None:
+    """Add one argument per field of ``cls`` to ``parser``; ``defaults`` (from a config) replace the built-in ones.
+
+    A repeatable (``append``) flag's parser default is None: :func:`from_args` then takes the config's list or
+    the built-in one, so that flags replace, never extend, the config's list.
+    """
+    defaults = defaults or {}
+    groups: dict[str, Any] = {g.title: g for g in parser._action_groups if g.title}
+    for f in dataclasses.fields(cls):
+        if f.name in exclude:
+            continue
+        meta = dict(f.metadata)
+        flags, positional, title = _flags(f), meta.pop("positional", False), meta.pop("group", None)
+        for key in ("flags", "config", "path"):
+            meta.pop(key, None)
+        if callable(meta.get("choices")):
+            meta["choices"] = meta["choices"]()
+        target = parser
+        if title:
+            if title not in groups:
+                groups[title] = parser.add_argument_group(title)
+            target = groups[title]
+        if positional:
+            target.add_argument(f.name, **meta)
+            continue
+        default = defaults.get(f.name, _default(f))
+        if meta.get("action") == "append":
+            default = None
+        target.add_argument(*flags, dest=f.name, default=default, **meta)
+
+
+def from_args(cls: type[T], args: argparse.Namespace, defaults: dict[str, Any] | None = None) -> T:
+    """The options object of ``cls`` from parsed arguments (a field the namespace lacks keeps its default)."""
+    defaults = defaults or {}
+    values: dict[str, Any] = {}
+    for f in dataclasses.fields(cls):   # type: ignore[arg-type]
+        if not hasattr(args, f.name):
+            continue
+        value = getattr(args, f.name)
+        if value is None and f.metadata.get("action") == "append":
+            value = list(defaults.get(f.name, _default(f)))
+        values[f.name] = value
+    return cls(**values)
+
+
+# ---------------------------------------------------------------------------------------------
+# The config file.
+
+GRADING = ("grade", "report", "merge-manual", "export")
+
+
+def find_config(start: str | Path | None = None) -> Path | None:
+    """The config file for a command run in ``start`` (default: the current folder): ``xlalab.toml`` or a
+    ``pyproject.toml`` with ``[tool.xlalab]`` in it or in the nearest folder above holding one of the two."""
+    here = Path(start or Path.cwd()).resolve()
+    for folder in (here, *here.parents):
+        if (folder / CONFIG_NAME).is_file():
+            return folder / CONFIG_NAME
+        if (folder / "pyproject.toml").is_file():
+            return folder / "pyproject.toml"
+    return None
+
+
+def read_config(path: str | Path) -> dict[str, dict[str, Any]]:
+    """The sections of a config file: ``{section: {key: value}}`` (``[tool.xlalab]`` of a pyproject.toml)."""
+    path = Path(path)
+    try:
+        doc = tomllib.loads(path.read_text(encoding="utf-8"))
+    except (OSError, tomllib.TOMLDecodeError) as err:
+        raise ConfigError(f"{path}: {err}") from None
+    if path.name == "pyproject.toml" or "tool" in doc:
+        doc = doc.get("tool", {}).get("xlalab", {})
+    where = "[tool.xlalab]" if path.name == "pyproject.toml" else path.name
+    for name, table in doc.items():
+        if not isinstance(table, dict):
+            raise ConfigError(f"{path}: unknown key {name!r} in {where}; settings go in a section, e.g. "
+                              f"[tool.xlalab.grade] (sections: {', '.join(SECTIONS)})")
+        if name not in SECTIONS:
+            raise ConfigError(f"{path}: unknown section {name!r} in {where} (sections: {', '.join(SECTIONS)})")
+    return doc
+
+
+def _convert(f: dataclasses.Field, value: Any, base: Path) -> Any:
+    kind = str(f.type).split("|")[0].strip()
+    if f.metadata.get("action") in ("store_true", "store_false") or kind == "bool":
+        ok = isinstance(value, bool)
+    elif kind.startswith("list"):
+        ok = isinstance(value, list) and all(isinstance(v, str) for v in value)
+    elif kind == "int":
+        ok = isinstance(value, int) and not isinstance(value, bool)
+    elif kind == "float":
+        ok = isinstance(value, (int, float)) and not isinstance(value, bool)
+    else:
+        ok = isinstance(value, str)
+    if not ok:
+        raise ConfigError(f"expects {'a list of strings' if kind.startswith('list') else kind}, not {value!r}")
+    if f.metadata.get("type") is threshold:
+        try:
+            value = threshold(value)
+        except argparse.ArgumentTypeError as err:
+            raise ConfigError(str(err)) from None
+    elif kind == "float":
+        value = float(value)
+    choices = f.metadata.get("choices")
+    choices = choices() if callable(choices) else choices
+    if choices and value not in choices:
+        raise ConfigError(f"must be one of {', '.join(choices)}, not {value!r}")
+    if f.metadata.get("path") and isinstance(value, str):
+        value = str(base / Path(value).expanduser())
+    return value
+
+
+def config_defaults(command: str, cls: type, config: dict[str, dict[str, Any]], path: str | Path) -> dict[str, Any]:
+    """The defaults that ``config`` (read from ``path``) sets for ``command``, whose options are ``cls``.
+
+    ``[grade]`` serves every grading command (each takes the keys it has), then the command's own section.
+    Raises :class:`ConfigError` on a key no command of the section has, or a value of the wrong type."""
+    sections = (["grade"] if command in GRADING else []) + [command]
+    fields = {f.name: f for f in dataclasses.fields(cls)}
+    base = Path(path).resolve().parent
+    out: dict[str, Any] = {}
+    for section in dict.fromkeys(sections):
+        for key, value in config.get(section, {}).items():
+            name = key.replace("-", "_")
+            allowed = {n for c in SECTIONS[section] for n, f in _configurable(c).items()}
+            if name not in allowed:
+                raise ConfigError(f"{path}: unknown key {key!r} in section [{section}] (known: "
+                                  f"{', '.join(sorted(allowed))})")
+            if name not in fields:
+                continue
+            try:
+                out[name] = _convert(fields[name], value, base)
+            except ConfigError as err:
+                raise ConfigError(f"{path}: [{section}] {key} {err}") from None
+    return out
+
+
+def _configurable(cls: type) -> dict[str, dataclasses.Field]:
+    return {f.name: f for f in dataclasses.fields(cls)
+            if not f.metadata.get("positional") and f.metadata.get("config", True)}
+
+
+# The config sections and the options they may set.
+SECTIONS: dict[str, tuple[type, ...]] = {
+    "grade": (GradeOptions, ExportOptions, MergeManualOptions),
+    "report": (ReportOptions,),
+    "merge-manual": (MergeManualOptions,),
+    "export": (ExportOptions,),
+    "assign": (AssignOptions,),
+    "suite": (SuiteOptions,),
+    "gpu-check": (GpuCheckOptions,),
+}
