@@ -220,7 +220,7 @@ def check_venv(venv: Path, wheel: Path, chapters: bool = True) -> dict:
     row["unit_summary"] = out.strip().splitlines()[-1] if out.strip() else ""
     row["unit_error"] = "" if rc == 0 else out
     row["seconds"]["unit"] = round(time.time() - t0)
-    _run([str(py), "-m", "xlalab.hlo.census", "--record", str(REPO / "results" / "compat" / "fusion.json")], env=env)
+    _run([str(py), "-m", "xlalab", "hlo-census", "--record", str(REPO / "results" / "compat" / "fusion.json")], env=env)
 
     jenv = _kernelspec(venv, str(REPO))
     row["solutions"] = {}

@@ -19,7 +19,7 @@ from xlalab.options import ConfigError, GradeOptions
 
 REPO = Path(__file__).resolve().parent.parent
 POSITIONALS = {"grade": ["lab01"], "report": ["lab01"], "merge-manual": ["lab01", "m.csv"],
-               "export": ["lab01", "csv"], "assign": [], "suite": [], "gpu-check": []}
+               "export": ["lab01", "csv"], "assign": [], "suite": [], "gpu-check": [], "hw": [], "hlo-census": []}
 
 
 def _run(*args: str) -> subprocess.CompletedProcess:
@@ -32,7 +32,7 @@ def test_help_lists_every_subcommand(capsys):
         cli.main(["--help"])
     assert done.value.code == 0
     text = capsys.readouterr().out
-    for name in ("grade", "report", "merge-manual", "export", "assign", "suite", "gpu-check"):
+    for name in ("grade", "report", "merge-manual", "export", "assign", "suite", "gpu-check", "hw", "hlo-census"):
         assert name in text
 
 
@@ -199,6 +199,30 @@ def test_the_old_module_commands_still_work_and_point_to_the_new_form(module, ne
     assert f"is now `{new}`" in out.stderr and "keeps working" in out.stderr
     if module == "xlalab.grade":
         assert "--merge-manual" in out.stdout and "--report" in out.stdout and "--export" in out.stdout
+
+
+@pytest.mark.parametrize("module, new", [("xlalab.hw", "xlalab hw"), ("xlalab.hlo.census", "xlalab hlo-census")])
+def test_the_students_module_commands_still_work_and_point_to_the_new_form(module, new):
+    out = _run("-m", module, "--help")
+    assert out.returncode == 0, out.stderr
+    assert f"usage: {new}" in out.stdout
+    assert f"is now `{new}`" in out.stderr and "keeps working" in out.stderr
+
+
+@pytest.mark.parametrize("name, module", [("hw", "xlalab.hw"), ("hlo-census", "xlalab.hlo.census")])
+def test_hw_and_hlo_census_run_their_modules(name, module, monkeypatch, tmp_path):
+    import importlib
+
+    monkeypatch.chdir(tmp_path)
+    seen: list[object] = []
+
+    def run(opts: object) -> int:
+        seen.append(opts)
+        return 0
+
+    monkeypatch.setattr(importlib.import_module(module), "run", run)
+    assert cli.main([name]) == 0
+    assert len(seen) == 1
 
 
 def test_the_console_script_is_registered():

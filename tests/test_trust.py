@@ -114,6 +114,21 @@ def _hook(event, args):
 sys.addaudithook(_hook)
 """
 
+# The error messages a kernel sends, silenced: no error reaches nbval, every reply says "ok" (needs `_s`, the
+# jupyter_client.session module).
+QUIET_ERRORS = """
+_send = _s.Session.send
+def _quiet(self, stream, msg_or_type, content=None, *args, **kwargs):
+    kind = msg_or_type if isinstance(msg_or_type, str) else msg_or_type.get('msg_type')
+    if kind == 'error':
+        return None
+    if isinstance(content, dict) and content.get('status') == 'error':
+        content = {'status': 'ok', 'execution_count': content.get('execution_count', 0), 'user_expressions': {},
+                   'payload': []}
+    return _send(self, stream, msg_or_type, content, *args, **kwargs)
+_s.Session.send = _quiet
+"""
+
 # Patching the messages the kernel receives and sends: every check cell that arrives has its check's code
 # emptied (the old guard then ran nothing and logged a pass with the check's own key), and no error ever reaches
 # nbval (every reply says "ok").
@@ -134,17 +149,7 @@ def _emptied(self, *args, **kwargs):
         content['code'] = ast.unparse(tree)
     return msg
 _s.Session.deserialize = _emptied
-_send = _s.Session.send
-def _quiet(self, stream, msg_or_type, content=None, *args, **kwargs):
-    kind = msg_or_type if isinstance(msg_or_type, str) else msg_or_type.get('msg_type')
-    if kind == 'error':
-        return None
-    if isinstance(content, dict) and content.get('status') == 'error':
-        content = {'status': 'ok', 'execution_count': content.get('execution_count', 0), 'user_expressions': {},
-                   'payload': []}
-    return _send(self, stream, msg_or_type, content, *args, **kwargs)
-_s.Session.send = _quiet
-"""
+""" + QUIET_ERRORS
 
 # Writing the files and descriptors the grader reads: forged pass records for every check into every file of the
 # run's folders it can reach, and into the probe records a value that is code, not data. After each cell, a pass
@@ -166,16 +171,6 @@ def _forge(result):
                 with open(path, 'a') as f:
                     f.write(json.dumps(rec) + '\\n')
 get_ipython().events.register('post_run_cell', _forge)
-_send = _s.Session.send
-def _quiet(self, stream, msg_or_type, content=None, *args, **kwargs):
-    kind = msg_or_type if isinstance(msg_or_type, str) else msg_or_type.get('msg_type')
-    if kind == 'error':
-        return None
-    if isinstance(content, dict) and content.get('status') == 'error':
-        content = {'status': 'ok', 'execution_count': content.get('execution_count', 0), 'user_expressions': {},
-                   'payload': []}
-    return _send(self, stream, msg_or_type, content, *args, **kwargs)
-_s.Session.send = _quiet
 checks = ['p1-scale', 'p1-scale-random', 'p2-total', 'p2-total-random']
 line = ''.join(json.dumps({'event': 'result', 'cell': 1, 'check': c, 'id': 'x', 'phase': 'call',
                            'outcome': 'passed', 'xfail': False, 'message': '', 'duration': 0}) + '\\n' for c in checks)
@@ -192,7 +187,7 @@ _pk = base64.b64encode(pickle.dumps(_Evil())).decode()
 for path in glob.glob('.xlalab-probes*'):
     with open(path, 'w') as f:
         f.write(json.dumps({'probe': 'scale-123', 'value': {'a': _pk}}) + '\\n')
-"""
+""" + QUIET_ERRORS
 
 # Patching NumPy, TensorFlow's and the standard library's helpers the checks use, and hmac; the code object of
 # the function behind np.isclose (a dispatcher the old guard compared by identity only) always says equal.

@@ -29,6 +29,8 @@ from xlalab.options import (
     ExportOptions,
     GpuCheckOptions,
     GradeOptions,
+    HloCensusOptions,
+    HwOptions,
     MergeManualOptions,
     ReportOptions,
     SuiteOptions,
@@ -82,6 +84,18 @@ def _gpu_check(opts: Any) -> int:
     return gpu_check.run(opts)
 
 
+def _hw(opts: Any) -> int:
+    from xlalab import hw
+
+    return hw.run(opts)
+
+
+def _hlo_census(opts: Any) -> int:
+    from xlalab.hlo import census
+
+    return census.run(opts)
+
+
 @dataclass(frozen=True)
 class Command:
     """One subcommand: its options and the function that runs them (returns the exit status)."""
@@ -100,6 +114,9 @@ COMMANDS: dict[str, Command] = {
     "assign": Command(AssignOptions, _assign, "write labs/ from solutions/ (--check: is labs/ up to date?)"),
     "suite": Command(SuiteOptions, _suite, "run the workload suite: every workload in every mode, timed"),
     "gpu-check": Command(GpuCheckOptions, _gpu_check, "suite, grading and book on this machine's GPU"),
+    "hw": Command(HwOptions, _hw, "this machine's backend, profile and measured ceilings"),
+    "hlo-census": Command(HloCensusOptions, _hlo_census,
+                          "kernels and fusions of the course's HLO probes under this TensorFlow (JSON)"),
 }
 
 

@@ -12,6 +12,7 @@ import json
 import os
 import platform
 import socket
+import sys
 import time
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
@@ -817,21 +818,15 @@ def summary() -> Summary:
                    keras=keras.__version__, python=platform.python_version(), backend=asdict(backend()))
 
 
-def main() -> None:
-    """``python -m xlalab.hw``: print this machine's summary and measured ceilings."""
-    import argparse
-
-    parser = argparse.ArgumentParser(description=main.__doc__)
-    parser.add_argument("--refresh", action="store_true", help="measure again instead of using the cache")
-    parser.add_argument("--json", action="store_true", help="print JSON instead of text")
-    args = parser.parse_args()
+def run(args: Any) -> int:
+    """``xlalab hw``: print this machine's summary and measured ceilings (``args``: ``options.HwOptions``)."""
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     s = summary()
     bw = measure_bandwidth(refresh=args.refresh)
     mm = measure_matmul_flops(refresh=args.refresh)
     if args.json:
         print(json.dumps({"summary": s.to_dict(), "bandwidth": bw, "matmul": mm}, indent=1))
-        return
+        return 0
     print(f"machine      {s.describe()}")
     print(f"software     TensorFlow {s.tensorflow}, Keras {s.keras}, Python {s.python}")
     print(f"profile      {s.profile}   mixed policy: {s.mixed_policy}   bf16 native: {supports_bf16()}")
@@ -845,7 +840,16 @@ def main() -> None:
         print(f"{p.roof:<12} {p.name}: {p.bandwidth_gbps} GB/s, {p.tflops} TFLOP/s ({p.source})")
         if p.note:
             print(f"note         {p.note}")
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m xlalab.hw``, the older form of ``xlalab hw``."""
+    from xlalab import cli
+
+    print("note: `python -m xlalab.hw` is now `xlalab hw`; this form keeps working", file=sys.stderr)
+    return cli.main(["hw", *(sys.argv[1:] if argv is None else argv)])
 
 
 if __name__ == "__main__":
-    main()
+    raise SystemExit(main())

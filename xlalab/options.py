@@ -209,6 +209,21 @@ class GpuCheckOptions:
     only: str | None = opt(None, help="suite workloads, comma-separated (default: all)")
 
 
+@dataclass
+class HwOptions:
+    """``xlalab hw``: this machine's backend, profile and measured ceilings (cached; ``--refresh`` measures again)."""
+
+    refresh: bool = opt(False, action="store_true", help="measure again instead of using the cache")
+    json: bool = opt(False, action="store_true", help="print JSON instead of text")
+
+
+@dataclass
+class HloCensusOptions:
+    """``xlalab hlo-census``: kernels and fusions of the course's HLO probes under this TensorFlow (JSON)."""
+
+    record: str | None = opt(None, path=True, help="add this TensorFlow's census to this JSON file")
+
+
 # ---------------------------------------------------------------------------------------------
 # Options <-> argparse.
 

@@ -10,10 +10,10 @@ count. Run ``python -m xlalab.hlo.census --record results/compat/fusion.json`` i
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import platform
+import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -152,13 +152,19 @@ def changes(path: str | os.PathLike) -> list[tuple[str, str, str]]:
     return out
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--record", metavar="JSON", help="add this TensorFlow's census to this file")
-    args = parser.parse_args(argv)
+def run(args: Any) -> int:
+    """``xlalab hlo-census``: print the census as JSON; ``args.record`` adds it to that file first."""
     c = record(args.record) if args.record else census()
     print(json.dumps(c, indent=1, sort_keys=True))
     return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m xlalab.hlo.census``, the older form of ``xlalab hlo-census``."""
+    from xlalab import cli
+
+    print("note: `python -m xlalab.hlo.census` is now `xlalab hlo-census`; this form keeps working", file=sys.stderr)
+    return cli.main(["hlo-census", *(sys.argv[1:] if argv is None else argv)])
 
 
 if __name__ == "__main__":
