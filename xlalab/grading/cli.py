@@ -220,8 +220,9 @@ def run_grade(opts: GradeOptions) -> int:
         return 2
     try:
         rows = grade_submissions(opts.lab, opts.submissions, opts.out, source=opts.source,
-                                 cell_timeout=opts.cell_timeout, timeout=opts.timeout,
-                                 memory_gb=opts.memory_gb, progress=True, sandbox=opts.sandbox, spec=spec,
+                                 cell_timeout=opts.cell_timeout, timeout=opts.timeout, memory_gb=opts.memory_gb,
+                                 progress=log.isEnabledFor(logging.INFO),   # no progress bar under -q
+                                 sandbox=opts.sandbox, spec=spec,
                                  similarity_threshold=opts.similarity_threshold)
     except (FileNotFoundError, assign.FormatError, sandbox_mod.SandboxUnavailable, engine.ClusterUnavailable) as err:
         log.error("error: %s", err)
