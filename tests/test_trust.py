@@ -114,6 +114,20 @@ def _hook(event, args):
 sys.addaudithook(_hook)
 """
 
+# A check cell's code with the old guard's call emptied: the check's code becomes `pass`, its id and key stay.
+EMPTIED = """
+import ast
+def _emptied(code):
+    if '_xlalab_guard' not in code:
+        return code
+    tree = ast.parse(code)
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call) and getattr(node.func, 'id', '').startswith('_xlalab_guard') \\
+                and len(node.args) == 3:
+            node.args[1] = ast.Constant('pass')
+    return ast.unparse(tree)
+"""
+
 # The error messages a kernel sends, silenced: no error reaches nbval, every reply says "ok" (needs `_s`, the
 # jupyter_client.session module).
 QUIET_ERRORS = """
@@ -132,23 +146,16 @@ _s.Session.send = _quiet
 # Patching the messages the kernel receives and sends: every check cell that arrives has its check's code
 # emptied (the old guard then ran nothing and logged a pass with the check's own key), and no error ever reaches
 # nbval (every reply says "ok").
-MESSAGES = WRONG + """
-import ast
+MESSAGES = WRONG + EMPTIED + """
 import jupyter_client.session as _s
 _deserialize = _s.Session.deserialize
-def _emptied(self, *args, **kwargs):
+def _emptied_message(self, *args, **kwargs):
     msg = _deserialize(self, *args, **kwargs)
     content = msg.get('content')
-    code = content.get('code') if isinstance(content, dict) else None
-    if isinstance(code, str) and '_xlalab_guard' in code:
-        tree = ast.parse(code)
-        for node in ast.walk(tree):
-            if isinstance(node, ast.Call) and getattr(node.func, 'id', '').startswith('_xlalab_guard') \\
-                    and len(node.args) == 3:
-                node.args[1] = ast.Constant('pass')
-        content['code'] = ast.unparse(tree)
+    if isinstance(content, dict) and isinstance(content.get('code'), str):
+        content['code'] = _emptied(content['code'])
     return msg
-_s.Session.deserialize = _emptied
+_s.Session.deserialize = _emptied_message
 """ + QUIET_ERRORS
 
 # Writing the files and descriptors the grader reads: forged pass records for every check into every file of the
@@ -259,19 +266,9 @@ except ImportError:
 # runs with its check's code emptied, and the handler puts itself back after each cell (the old guard restored the
 # kernel's methods while a check ran, and logged a pass with the check's own key). Killing the kernel or pytest
 # inside the jail is tests/test_grader_holes.py's.
-KILL = WRONG + """
-import ast
+KILL = WRONG + EMPTIED + """
 _kernel_type = type(get_ipython().kernel)
 _do_execute = _kernel_type.do_execute
-def _emptied(code):
-    if '_xlalab_guard' not in code:
-        return code
-    tree = ast.parse(code)
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Call) and getattr(node.func, 'id', '').startswith('_xlalab_guard') \\
-                and len(node.args) == 3:
-            node.args[1] = ast.Constant('pass')
-    return ast.unparse(tree)
 async def _replaced(self, code, *args, **kwargs):
     try:
         reply = _do_execute(self, _emptied(code), *args, **kwargs)
