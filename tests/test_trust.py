@@ -374,6 +374,19 @@ def test_plain_data_round_trips_and_anything_else_is_refused_by_name():
             p.to_plain(bad, "name-of-it")
 
 
+def test_a_module_sized_string_is_recorded_and_a_longer_one_refused_by_name():
+    """Lab 6 probes its optimized HLO: 1.04 M characters on a 2-core CPU, 1.06 M in CI (longer paths in the
+    metadata), so a 1 MiB cap failed the solution in CI. Several MiB pass; beyond MAX_STRING is refused."""
+    from xlalab.grading import probe as p
+
+    text = "%fusion = f32[8,16,16,64] fusion(...), metadata={op_name=\"x\"}\n" * (3 * 2**20 // 60)
+    assert len(text) > 3 * 2**20
+    rec = p.parse_records(p.dump_records({"hlo": [p.ProbeRecord("hlo", value=p.to_plain({"text": text}, "hlo"))]}))
+    assert rec["hlo"][0].value["text"] == text
+    with pytest.raises(p.ProbeError, match="probe 'hlo': a string of .* characters is too long"):
+        p.to_plain("x" * (p.MAX_STRING + 1), "hlo")
+
+
 @pytest.mark.parametrize("data, why", [
     (b"not json\n", "not JSON"),
     (json.dumps({"probe": "x", "value": {"pickle": "gASV"}}).encode(), "unknown tag"),
