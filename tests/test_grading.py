@@ -362,3 +362,14 @@ def test_a_kernel_that_cannot_start_its_setup_scores_nothing(lab_root, tmp_path)
     assert r.total == 0
     assert "could not set up the kernel" in r.status
     assert all(c.message.startswith("did not run") for c in r.checks)
+
+
+def test_a_left_process_is_named_by_its_start_and_its_arguments():
+    """The feedback names a process left running in 100 characters; a long interpreter path (a checkout deep in
+    the file system) pushed the arguments out, and the instructor could not tell which process it was."""
+    from xlalab.grading.task import _elide
+
+    cmd = "/a/deliberately/long/path/" * 3 + "python -c import time; time.sleep(300) xlalab-orphan-0123456789ab"
+    short = _elide(cmd)
+    assert len(short) == 100 and short.startswith("/a/deliberately/") and short.endswith("xlalab-orphan-0123456789ab")
+    assert _elide("python -c pass") == "python -c pass"

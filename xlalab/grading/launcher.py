@@ -90,7 +90,8 @@ def main(argv: list[str]) -> int:
         except OSError:
             continue
         if cmd.strip() and "ipykernel_launcher" not in cmd:
-            left.append(cmd.strip()[:200])
+            cmd = cmd.strip()
+            left.append(cmd if len(cmd) <= 200 else f"{cmd[:120]}...{cmd[-77:]}")  # the arguments are at the end
     data, truncated = _read_records(records) if records else (b"", False)
     usage = resource.getrusage(resource.RUSAGE_CHILDREN)
     rec = {"event": "launcher", "timed_out": timed_out, "left": left[:20], "cpu": usage.ru_utime + usage.ru_stime,

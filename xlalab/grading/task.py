@@ -108,7 +108,7 @@ def grade_one(lab: Lab, student: str, path: Path, *, cell_timeout: float = GRADE
                                     sandbox_on=box.on, memory_gb=memory_gb, work=str(work))
         for cmd in mine.leftover[:3]:
             row.blocked.append(f"to leave a process running after the notebook ended (it ended with the "
-                               f"sandbox): `{cmd[:100]}`")
+                               f"sandbox): `{_elide(cmd)}`")
         kills = mine.memory_kills + (judge.memory_kills if judge is not None else 0)
         if kills:
             row.blocked.append(f"to use more than {memory_gb:g} GB for the whole jail (its processes and "
@@ -134,3 +134,12 @@ def grade_one(lab: Lab, student: str, path: Path, *, cell_timeout: float = GRADE
         if tmp is not None and not keep:
             shutil.rmtree(tmp, ignore_errors=True)
     return row
+
+
+def _elide(cmd: str, width: int = 100) -> str:
+    """``cmd`` in at most ``width`` characters: its start and its end, where the arguments are (a long path to
+    the interpreter would otherwise push them out)."""
+    if len(cmd) <= width:
+        return cmd
+    tail = width * 2 // 5
+    return f"{cmd[:width - tail - 3]}...{cmd[-tail:]}"
