@@ -128,6 +128,22 @@ def test_ratio_verdict_reads_the_interval_not_the_median(ci, verdict):
     assert bench.ratio_verdict(list(ci)) == verdict  # type: ignore[arg-type]  # a list, as JSON gives it back
 
 
+def test_ratio_verdict_judges_the_interval_as_printed():
+    """CI printed "95% CI 1.00 to 1.05 ... faster" in graphs: a lower end of 1.003 prints as 1.00, which holds 1."""
+    assert bench.ratio_verdict((1.003, 1.05)) == "indistinguishable"
+    assert bench.ratio_verdict((1.006, 1.05)) == "faster"  # prints as 1.01
+    assert bench.ratio_verdict((0.93, 0.996)) == "indistinguishable"
+    assert bench.ratio_verdict((1.003, 1.05), digits=3) == "faster"  # printed with three decimals, 1.003 is above 1
+
+
+def test_than_words_follow_the_verdict():
+    neither = "not measurably different from"
+    assert bench.than_words((1.2, 1.9), neither) == "faster than"
+    assert bench.than_words((0.4, 0.9), neither) == "slower than"
+    assert bench.than_words((1.003, 1.9), neither) == neither
+    assert bench.than_words((1.2, 1.9), neither, n=3) == neither
+
+
 def test_ratio_verdict_rejects_a_reversed_or_empty_interval():
     with pytest.raises(ValueError):
         bench.ratio_verdict((1.3, 1.1))

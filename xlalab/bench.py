@@ -204,7 +204,7 @@ def bootstrap_ratio_ci(baseline_s: Sequence[float] | np.ndarray, variant_s: Sequ
     return float(lo), float(hi)
 
 
-def ratio_verdict(ci: tuple[float, float], n: int | None = None) -> str:
+def ratio_verdict(ci: tuple[float, float], n: int | None = None, digits: int = 2) -> str:
     """What a speedup interval says: ``"faster"`` (the whole interval above 1), ``"slower"`` (below 1) or
     ``"indistinguishable"`` (it holds 1, or too few samples: the course's "cannot tell"), so that prose follows
     the measurement instead of assuming a direction.
@@ -212,7 +212,10 @@ def ratio_verdict(ci: tuple[float, float], n: int | None = None) -> str:
     ``ci`` is ``(lo, hi)`` of ``median(baseline) / median(variant)``, e.g. ``Comparison.cis[name]`` or
     :func:`bootstrap_ratio_ci`. ``n``, when given, is the number of timed samples of the smaller side; below
     :data:`MIN_VERDICT_SAMPLES` the interval is not trusted and the verdict is ``"indistinguishable"`` whatever
-    it holds. Example: ``ratio_verdict((1.2, 1.9)) == "faster"``, ``ratio_verdict((1.2, 1.9), n=3) ==
+    it holds. The interval is judged as printed, rounded to ``digits`` decimals (the course prints intervals as
+    ``[1.00, 1.05]``): a lower end of 1.003 prints as 1.00, which holds 1, so the word is "cannot tell" rather than
+    "faster" beside numbers that do not show it. Example: ``ratio_verdict((1.2, 1.9)) == "faster"``,
+    ``ratio_verdict((1.2, 1.9), n=3) == "indistinguishable"``, ``ratio_verdict((1.003, 1.05)) ==
     "indistinguishable"``.
     """
     lo, hi = (float(v) for v in ci)
@@ -220,7 +223,17 @@ def ratio_verdict(ci: tuple[float, float], n: int | None = None) -> str:
         raise ValueError(f"ci={ci!r}: expected (lo, hi) with lo <= hi")
     if n is not None and int(n) < MIN_VERDICT_SAMPLES:
         return "indistinguishable"
+    lo, hi = round(lo, digits), round(hi, digits)
     return "faster" if lo > 1 else "slower" if hi < 1 else "indistinguishable"
+
+
+def than_words(ci: tuple[float, float], neither: str, n: int | None = None, digits: int = 2) -> str:
+    """The comparison a sentence states before its baseline: ``"faster than"``, ``"slower than"`` or ``neither``
+    (e.g. ``"not measurably different from"``), from :func:`ratio_verdict` of the same ``ci``, ``n`` and ``digits``
+    (pass the decimals the interval is printed with). Example: ``than_words((1.2, 1.9), "not measurably different
+    from") == "faster than"``."""
+    return {"faster": "faster than", "slower": "slower than",
+            "indistinguishable": neither}[ratio_verdict(ci, n=n, digits=digits)]
 
 
 def verdict_words(verdict: str) -> str:
