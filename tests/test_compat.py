@@ -187,6 +187,9 @@ def test_lab_text_names_the_course_compiler():
 # --- issue 26: a quiet start on a machine without a GPU, the chapters' setup cell --------------------------------
 
 PROBE_LINES = (b"WARNING: All log messages before absl::InitializeLog() is called are written to STDERR\n"
+               b"I0000 00:00:1796386532.202844   10631 port.cc:153] oneDNN custom operations are on. You may see "
+               b"slightly different numerical results due to floating-point round-off errors from different "
+               b"computation orders. To turn them off, set the environment variable `TF_ENABLE_ONEDNN_OPTS=0`.\n"
                b"I0000 00:00:1796327193.390510   16311 cudart_stub.cc:31] Could not find cuda drivers on your "
                b"machine, GPU will not be used.\n"
                b"E0000 00:00:1796327202.954515   16311 cuda_platform.cc:52] failed call to cuInit: INTERNAL: CUDA "
@@ -230,6 +233,7 @@ def test_quiet_tensorflow_says_no_gpu_in_one_line():
     assert quiet.returncode == 0, quiet.stderr
     assert quiet.stdout.splitlines() == [compat.NO_GPU_LINE, "[]"], quiet.stdout
     assert "cuInit" not in quiet.stderr and "cuda drivers" not in quiet.stderr, quiet.stderr
+    assert "oneDNN custom operations" not in quiet.stderr, quiet.stderr  # INFO, printed before TF_CPP_MIN_LOG_LEVEL
 
 
 @pytest.mark.heavy   # a Python subprocess imports TensorFlow

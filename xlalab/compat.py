@@ -206,14 +206,17 @@ def warn(backend: str) -> None:
 # "cudart_stub.cc:31] Could not find cuda drivers on your machine, GPU will not be used." after absl's
 # "All log messages before absl::InitializeLog() is called are written to STDERR", and on the first device listing
 # "cuda_platform.cc:52] failed call to cuInit: INTERNAL: CUDA error: Failed call to cuInit: UNKNOWN ERROR (303)"
-# (TensorFlow 2.21 on a CPU machine). Only lines matching these are dropped; any other line is written back.
+# (TensorFlow 2.21 on a CPU machine). Also the INFO line "port.cc:153] oneDNN custom operations are on. ...", which
+# is written before absl's log is set up, so that TF_CPP_MIN_LOG_LEVEL=2 does not hide it (twice per import in
+# 2.21, on any x86 machine). Only lines matching these are dropped; any other line is written back.
 PROBE_NOISE = re.compile(
     r"All log messages before absl::InitializeLog\(\) is called are written to STDERR"
     r"|cudart_stub\.cc:\d+\] Could not find cuda drivers on your machine"
     r"|failed call to cuInit"
     r"|cuda_diagnostics\.cc:\d+\]"
     r"|Unable to register cu(DNN|FFT|BLAS) factory: Attempting to register factory"
-    r"|computation_placer\.cc:\d+\] computation placer already registered")
+    r"|computation_placer\.cc:\d+\] computation placer already registered"
+    r"|port\.cc:\d+\] oneDNN custom operations are on")
 
 NO_GPU_LINE = ("No GPU found: TensorFlow runs on the CPU and the course uses its CPU sizes. That is fine; for the "
                "full sizes in Colab, pick a GPU under Runtime > Change runtime type.")
