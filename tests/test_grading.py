@@ -373,3 +373,28 @@ def test_a_left_process_is_named_by_its_start_and_its_arguments():
     short = _elide(cmd)
     assert len(short) == 100 and short.startswith("/a/deliberately/") and short.endswith("xlalab-orphan-0123456789ab")
     assert _elide("python -c pass") == "python -c pass"
+
+
+def test_checks_after_a_timed_out_cell_never_score(lab_root):
+    """nbval runs the cells after a timed-out one in the interrupted kernel, expecting them to fail; one that passed
+    there (xpass) with records the judge accepts still scores nothing, so the row does not depend on the machine's
+    speed (CI's flood test earned 4 of 6 or 6 of 6 by the machine's load)."""
+    from xlalab.grading.lab import load_lab
+    from xlalab.grading.run import CellResult, RunOutcome
+    from xlalab.grading.score import score
+
+    lab = load_lab(lab_root / "solutions" / f"{SAMPLE}.ipynb")
+    ids = [c.check for c in lab.checks]
+    late = {"p2-total", "p2-total-random"}
+    student = RunOutcome([CellResult(i, f"cell-{c}", c, "call", "passed", xfail=c in late) for i, c in enumerate(ids)]
+                         + [CellResult(9, "flood", None, "call", "failed", "Timeout of 5 seconds exceeded")],
+                         timed_out=False, returncode=1, log_tail="", ran=True)
+    judge = RunOutcome([CellResult(i, f"cell-{c}", c, "call", "passed") for i, c in enumerate(ids)],
+                       timed_out=False, returncode=0, log_tail="", records=" ".join(ids).encode(), ran=True)
+    checks, _, _ = score(lab, student, judge, timeout=120)
+    by_id = {c.check: c for c in checks}
+    assert [c for c in ids if by_id[c].passed] == [c for c in ids if c not in late]
+    assert by_id["p2-total"].message == "not graded: an earlier cell timed out"
+    # the same runs without the timeout: every check scores (the rule, not the records, took the points)
+    student.results = [CellResult(i, f"cell-{c}", c, "call", "passed") for i, c in enumerate(ids)]
+    assert all(c.passed for c in score(lab, student, judge, timeout=120)[0])

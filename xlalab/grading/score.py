@@ -308,14 +308,21 @@ def score(lab: Lab, student: RunOutcome, judge: RunOutcome | None, timeout: floa
     checks = []
     for check in lab.checks:
         rec = judged.get(check.check)
-        passed = bool(rec is not None and rec.phase == "call" and rec.passed and check.check in ended)
-        why = _student_message(in_student.get(check.check), student, timeout)
+        mine = in_student.get(check.check)
+        # nbval runs the cells after a timed-out one in the interrupted kernel, expecting them to fail (xfail): what
+        # they record depends on how far the interrupted cell got and on the machine's speed, so they never score.
+        after_timeout = mine is not None and mine.xfail
+        passed = bool(rec is not None and rec.phase == "call" and rec.passed and check.check in ended
+                      and not after_timeout)
+        why = _student_message(mine, student, timeout)
         if passed:
             message = ""
         elif records_fault:
             message = f"not judged: {records_fault}"
         elif setup_failed:
             message = f"did not run: {setup_failed}"
+        elif after_timeout:
+            message = "not graded: an earlier cell timed out"
         elif judge_failed:
             message = f"not judged: {judge_failed}"
         elif rec is None:
