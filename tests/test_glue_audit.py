@@ -408,7 +408,7 @@ COMPUTED_NOT_MEASURED = {
     "ad_zbar_found": "names found in the module",
     "ad_xla_vs_graph_ci_word": "audited by test_book.test_s3_n18_autodiff_interval_sentence",
     "ad_xla_vs_graph_word": "the same interval as ad_xla_vs_graph_ci_word (test_book N18)",
-    "ad_rc_verdict_{mode}": "interval verdict, wording from time_verdict (interval not printed beside it)",
+    "ad_rc_verdict_{mode}": "interval verdict from bench.ratio_verdict, its interval printed inside the glued text",
     "ad_pfor_word": "interval verdict of jcmp (interval not printed beside it)",
     "ad_bj_word": "interval verdict of jcmp (interval not printed beside it)",
     "ad_fm_{case}_word": "audited (tall case pattern covers both cases)", "ad_hvp_word": "audited",
