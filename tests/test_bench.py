@@ -9,11 +9,35 @@ import tensorflow as tf
 from xlalab import bench
 
 
-def test_sync_matters_for_asynchronous_results():
-    with_sync = bench.benchmark(bench.delayed_work, 0.02, min_time=0.1, min_repeats=5)
-    without = bench.benchmark(bench.delayed_work, 0.02, min_time=0.1, min_repeats=5, do_sync=False)
-    assert with_sync.median_s >= 0.019
-    assert without.median_s < 0.002  # the naive timer sees only the dispatch
+class _QueuedWork:
+    """A result that is ready ``seconds`` of the scripted clock after it was made, like a queued GPU kernel:
+    ``block_until_ready()`` advances the clock to that moment (no real waiting)."""
+
+    def __init__(self, clock, seconds: float) -> None:
+        self.clock, self.seconds = clock, seconds
+
+    def block_until_ready(self):
+        self.clock.t += self.seconds
+        return self
+
+
+def test_sync_matters_for_asynchronous_results(clock):
+    with_sync = bench.benchmark(lambda: _QueuedWork(clock, 0.02), min_time=0.1, min_repeats=5)
+    without = bench.benchmark(lambda: _QueuedWork(clock, 0.02), min_time=0.1, min_repeats=5, max_repeats=50,
+                              do_sync=False)
+    assert with_sync.median_s == pytest.approx(0.02)
+    assert without.median_s == 0.0  # the naive timer sees only the call, none of the queued work
+
+
+def test_delayed_work_waits_for_its_time():
+    """The real stand-in the labs use: block_until_ready() returns no earlier than its delay (a lower bound only,
+    which no load can break)."""
+    import time as _time
+
+    t0 = _time.perf_counter()
+    r = bench.delayed_work(0.02)
+    r.block_until_ready()
+    assert _time.perf_counter() - t0 >= 0.02
 
 
 def test_sync_walks_nested_results():
@@ -21,23 +45,25 @@ def test_sync_walks_nested_results():
     assert isinstance(out, dict)
 
 
-def test_first_call_is_kept_out_of_steady_state():
+def test_first_call_is_kept_out_of_steady_state(clock):
     def body(x):
-        time.sleep(0.3)  # runs only while tracing
+        clock.t += 0.3  # a Python side effect: runs only while tracing, so only the first call advances the clock
         return x * 2.0
 
     fn = tf.function(body)
-    t = bench.benchmark(fn, tf.ones([16]), min_time=0.05)
-    assert t.first_call_s >= 0.3
-    assert t.median_s < 0.05
+    t = bench.benchmark(fn, tf.ones([16]), min_time=0.05, max_repeats=20)
+    assert t.first_call_s == pytest.approx(0.3)
+    assert t.median_s == 0.0 and len(t.samples_s) == 20
 
 
+@pytest.mark.heavy   # real timing (XLA's compile against one run): the scheduler's load decides it, not a unit
 def test_xla_compile_time_is_first_call_only():
     fn = tf.function(lambda x: tf.reduce_sum(tf.tanh(x) * 3.0 + 1.0), jit_compile=True)
     t = bench.benchmark(fn, tf.ones([256, 256]), min_time=0.1)
     assert t.first_call_s > 5 * t.median_s
 
 
+@pytest.mark.heavy   # real timing of three variants: the scheduler's load decides it, not a unit
 def test_same_answer_for_python_graph_and_xla():
     a = tf.random.normal([768, 768])
 
@@ -51,12 +77,25 @@ def test_same_answer_for_python_graph_and_xla():
     assert max(timings) / min(timings) < 4, c.table()
 
 
-def test_compare_interleaves_and_reports_ratios():
-    c = bench.compare({"slow": lambda: bench.delayed_work(0.004), "fast": lambda: bench.delayed_work(0.001)},
-                      min_time=0.1, min_rounds=5)
-    assert len(c.timings["slow"].samples_s) == len(c.timings["fast"].samples_s)
+def test_compare_interleaves_and_reports_ratios(clock):
+    """On the scripted clock (no real timing): a 4 ms and a 1 ms variant, with 10% jitter, in interleaved rounds."""
+    order: list[str] = []
+
+    def timed(name, ms):
+        work = clock.work(ms, jitter=0.1)
+
+        def run():
+            order.append(name)
+            work()
+        return run
+
+    c = bench.compare({"slow": timed("slow", 4.0), "fast": timed("fast", 1.0)}, min_time=0.1, min_rounds=5)
+    assert len(c.timings["slow"].samples_s) == len(c.timings["fast"].samples_s) == c.rounds
+    rounds = order[2 + 2 * 2:]   # after the first calls and two warm-up rounds
+    assert all(sorted(rounds[i:i + 2]) == ["fast", "slow"] for i in range(0, len(rounds), 2)), \
+        "each round runs every variant once"
     assert c.speedups["slow"] == pytest.approx(1.0)
-    assert 2.0 < c.speedups["fast"] < 6.0
+    assert 3.3 < c.speedups["fast"] < 4.9   # 4 ms / 1 ms, each within 10%
     lo, hi = c.cis["fast"]
     assert lo <= c.speedups["fast"] <= hi
     assert "speedup vs slow" in c.table()
@@ -99,6 +138,7 @@ def test_fallback_fetches_one_element_per_output(monkeypatch):
     assert copies == [1, 1]
 
 
+@pytest.mark.heavy   # real timing of a barrier against a 64 MB copy
 def test_sync_time_does_not_grow_with_the_output():
     """Waiting on a 64 MB output costs less than copying it: the copy is out of the timed region."""
     fn = tf.function(lambda x: x + 1.0, jit_compile=True)
