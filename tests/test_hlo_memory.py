@@ -62,3 +62,37 @@ def test_in_place_update_and_output_into_an_input_allocate_nothing():
     assert by["u"].allocated == 0 and by["u"].note == "in place into z"
     assert by["o"].allocated == 0 and by["o"].note.startswith("into parameter 0")
     assert curve.peak_bytes == 256 * 256 * 4 + 4       # z (then u, the same buffer) and the constant index
+
+
+# A bitcast reshape (f32[1024] -> f32[32,32] row-major: every element stays where it was) is a view; a reshape whose
+# result layout moves elements ({0,1}: column-major) is a copy into a new buffer, as xlalab.hlo.summary counts it.
+RESHAPES = """HloModule m, is_scheduled=true
+
+ENTRY %main (p: f32[1024]) -> (f32[32,32], f32[32,32]) {
+  %p = f32[1024]{0} parameter(0)
+  %a = f32[1024]{0} exponential(%p)
+  %free = f32[32,32]{1,0} reshape(%a)
+  %moved = f32[32,32]{0,1} reshape(%a)
+  %n = f32[32,32]{1,0} negate(%free)
+  ROOT %t = (f32[32,32]{1,0}, f32[32,32]{0,1}) tuple(%n, %moved)
+}
+"""
+
+
+def test_a_bitcast_reshape_is_a_view_and_any_other_reshape_allocates():
+    from xlalab import hlo
+    from xlalab.hlo.memory import is_view, live_curve
+
+    module = hlo.parse(RESHAPES)
+    shapes = {i.name: i.shape for i in module.entry}
+    # The one test both walks use: summary launches a kernel for the moving reshape only.
+    assert hlo.reinterprets(module.find("free"), shapes) and not hlo.reinterprets(module.find("moved"), shapes)
+    launched = {k["name"] for k in hlo.summary(module)["kernel_list"]}
+    assert "moved" in launched and "free" not in launched
+    assert is_view(module.find("free"), shapes) and not is_view(module.find("moved"), shapes)
+    steps = {s.name: s for s in live_curve(RESHAPES).steps}
+    assert steps["free"].allocated == 0 and steps["free"].note == "view of a"
+    assert steps["moved"].allocated == 4096 and steps["moved"].note == ""
+    # a (4 KiB) and the moved copy (4 KiB) are alive together, then n (4 KiB) joins them: 12 KiB, not 8.
+    curve = live_curve(RESHAPES)
+    assert curve.peak_bytes == 3 * 4096 and curve.buffers == 3

@@ -74,6 +74,7 @@ from .walk import (
     is_async_start,
     launch_opcode,
     launches_nothing,
+    reinterprets,
     reshape_is_bitcast,
     workspace_free,
 )
@@ -87,6 +88,7 @@ __all__ = [
     "frames_from_dump", "fused_instructions", "fusion_of", "hlo_text", "instruction_lines", "is_async_continuation",
     "is_async_start", "kernel_bytes", "kernel_traffic", "launch_opcode", "launches_nothing", "list_dump",
     "matrix_flops", "matrix_ops",
-    "parse", "parse_shape", "passes", "peak_live_bytes", "program_category", "read_shape", "reshape_is_bitcast",
+    "parse", "parse_shape", "passes", "peak_live_bytes", "program_category", "read_shape", "reinterprets",
+    "reshape_is_bitcast",
     "summary", "workspace_free",
 ]

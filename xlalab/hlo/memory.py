@@ -14,11 +14,19 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from .parser import Module, parse
+from .parser import Instruction, Module, Shape, parse
+from .walk import reinterprets
 
-# Instructions whose result is (a view of) their operands' buffers, not a new allocation.
-ALIASING_OPCODES = frozenset({"bitcast", "get-tuple-element", "tuple", "reshape", "opt-barrier",
-                              "add-dependency", "domain"})
+# Instructions whose result is (a view of) their operands' buffers, not a new allocation. A ``reshape`` is one only
+# when it is a bitcast, and a ``convert`` only to the type it already has (:func:`xlalab.hlo.walk.reinterprets`, the
+# test :func:`xlalab.hlo.summary` counts kernels with): any other reshape copies into a buffer of its own.
+ALIASING_OPCODES = frozenset({"bitcast", "get-tuple-element", "tuple", "opt-barrier", "add-dependency", "domain"})
+
+
+def is_view(inst: Instruction, operand_shapes: dict[str, Shape]) -> bool:
+    """Whether ``inst``'s result is a view of its operands' buffers (``ALIASING_OPCODES``, a bitcast reshape, a
+    convert to the same type) rather than a new allocation; ``operand_shapes``: the computation's shapes by name."""
+    return inst.opcode in ALIASING_OPCODES or reinterprets(inst, operand_shapes)
 
 
 @dataclass
@@ -119,7 +127,8 @@ def live_curve(module_or_text: Module | str) -> LiveCurve:
     """Live bytes after each instruction of the entry's schedule, the peak, and the buffers alive there.
 
     The walk of :func:`peak_live_bytes` (whose peak this is), drawn step by step: a buffer lives from the
-    instruction that defines it to its last use; a view (``bitcast``, ``tuple``...) allocates nothing; a
+    instruction that defines it to its last use; a view (``bitcast``, ``tuple``, a ``reshape`` that is a bitcast:
+    :func:`is_view`) allocates nothing, while a reshape that moves elements allocates its result; a
     ``dynamic-update-slice`` whose operand buffer has no later use writes into it in place (XLA's in-place pair:
     ``HloDataflowAnalysis::GetInPlaceInputOutputPairs``); an output that the module aliases to an input
     (``input_output_alias`` on its first line, a variable updated by the step) writes into that input.
@@ -141,11 +150,12 @@ def live_curve(module_or_text: Module | str) -> LiveCurve:
         for index, param in aliases.items():
             if index < len(elems):
                 into_param[elems[index]] = param
+    shapes = {inst.name: inst.shape for inst in entry}
     for inst in entry:
         if inst.opcode == "parameter":
             params += inst.shape.bytes or 0
             owners[inst.name] = set()
-        elif inst.opcode in ALIASING_OPCODES:
+        elif is_view(inst, shapes):
             owners[inst.name] = set().union(*(owners.get(o, set()) for o in inst.operands)) if inst.operands else set()
             if inst.operands:
                 note[inst.name] = f"view of {inst.operands[0]}"

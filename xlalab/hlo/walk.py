@@ -194,15 +194,27 @@ def reshape_is_bitcast(src: Shape, dst: Shape) -> bool:
     return seq_a is not None and seq_a == seq_b
 
 
-def launches_nothing(inst: Instruction, operand_shapes: dict[str, Shape]) -> bool:
-    """Whether an instruction runs no kernel of its own: a free opcode (``FREE_OPCODES``), a ``reshape`` that
-    is a bitcast (:func:`reshape_is_bitcast`; any other reshape is a copy), or a ``convert`` to the type it
-    already has (``f32`` to ``f32``: unoptimized HLO of ``tf.reduce_mean`` has them). ``operand_shapes`` maps
-    the computation's instruction names to their shapes."""
+def reinterprets(inst: Instruction, operand_shapes: dict[str, Shape]) -> bool:
+    """Whether a ``reshape`` or ``convert`` only reinterprets its operand's buffer, so that it neither runs a
+    kernel nor allocates: a ``reshape`` that is a bitcast (:func:`reshape_is_bitcast`; any other reshape is a
+    copy into a new buffer), or a ``convert`` to the type it already has (``f32`` to ``f32``: unoptimized HLO of
+    ``tf.reduce_mean`` has them). ``operand_shapes`` maps the computation's instruction names to their shapes; a
+    reshape of an operand whose shape is not there counts as a bitcast. Any other opcode: ``False``.
+
+    :func:`launches_nothing` (kernels and bytes, :func:`xlalab.hlo.summary`) and :func:`xlalab.hlo.memory.live_curve`
+    (live bytes) both decide with this one test."""
+    src = operand_shapes.get(inst.operands[0]) if inst.operands else None
     if inst.opcode == "reshape":
-        src = operand_shapes.get(inst.operands[0]) if inst.operands else None
         return src is None or reshape_is_bitcast(src, inst.shape)
     if inst.opcode == "convert":
-        src = operand_shapes.get(inst.operands[0]) if inst.operands else None
         return src is not None and not src.is_tuple and src.dtype == inst.shape.dtype and src.dims == inst.shape.dims
+    return False
+
+
+def launches_nothing(inst: Instruction, operand_shapes: dict[str, Shape]) -> bool:
+    """Whether an instruction runs no kernel of its own: a free opcode (``FREE_OPCODES``) other than ``reshape``,
+    or a ``reshape``/``convert`` that only reinterprets its operand (:func:`reinterprets`: a bitcast reshape, a
+    convert to the same type). ``operand_shapes`` maps the computation's instruction names to their shapes."""
+    if inst.opcode in ("reshape", "convert"):
+        return reinterprets(inst, operand_shapes)
     return inst.opcode in FREE_OPCODES
