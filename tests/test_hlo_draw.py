@@ -182,6 +182,96 @@ ENTRY e {
     assert d.source.count('penwidth="2.5"') == 1
 
 
+# A recompute_grad step in miniature, as XLA:CPU leaves it (book-review-s5, S5-1): the forward pass f = tanh(x @ w),
+# the loss sum(f * f); the upstream gradient g = f + f, which TensorFlow names AddN (no gradient_tape/ prefix); the
+# recomputed forward op r = tanh((x + where(g == g, 0, nan)) @ w), named like a forward op ("Tanh_1"); the gradient
+# gw = x^T @ (g * (1 - r^2)). Only f is an activation saved for the gradient; r and g are backward work.
+RECOMPUTE = """HloModule rc
+
+ENTRY e {
+  x = f32[8,4] parameter(0)
+  w = f32[4,4] parameter(1)
+  zero = f32[] constant(0)
+  d = f32[8,4] dot(x, w), lhs_contracting_dims={1}, rhs_contracting_dims={0}, metadata={op_name="matmul"}
+  f = f32[8,4] tanh(d), metadata={op_type="Tanh" op_name="Tanh"}
+  sq = f32[8,4] multiply(f, f), metadata={op_type="Mul" op_name="mul"}
+  loss = f32[] reduce(sq, zero), dimensions={0,1}, to_apply=add_c, metadata={op_type="Sum" op_name="Sum"}
+  g = f32[8,4] add(f, f), metadata={op_type="AddN" op_name="AddN"}
+  xin = f32[8,4] add(x, g), metadata={op_type="AddV2" op_name="add"}
+  d2 = f32[8,4] dot(xin, w), lhs_contracting_dims={1}, rhs_contracting_dims={0}, metadata={op_name="matmul_1"}
+  r = f32[8,4] tanh(d2), metadata={op_type="Tanh" op_name="Tanh_1"}
+  tg = f32[8,4] multiply(g, r), metadata={op_type="TanhGrad" op_name="gradient_tape/TanhGrad"}
+  gw = f32[4,4] dot(x, tg), lhs_contracting_dims={0}, rhs_contracting_dims={0}, metadata={op_name="gradient_tape/MM"}
+  ROOT t = (f32[], f32[4,4]) tuple(loss, gw)
+}
+
+add_c {
+  a = f32[] parameter(0)
+  b = f32[] parameter(1)
+  ROOT s = f32[] add(a, b)
+}
+"""
+
+
+def _crossing(text: str) -> set[str]:
+    d = hlo.draw(text, format="dot", highlight=hlo_draw.forward_to_backward)
+    return {e["from"] for e in d.edges if e["highlighted"]}
+
+
+def test_recomputed_forward_ops_are_backward_work_not_saved_activations():
+    m = hlo.parse(RECOMPUTE)
+    side = {n: hlo_draw.is_backward(m, m.find(n)) for n in ("d", "f", "sq", "loss", "g", "xin", "d2", "r", "tg", "gw")}
+    assert side == {"d": False, "f": False, "sq": False, "loss": False,
+                    "g": True, "xin": True, "d2": True, "r": True, "tg": True, "gw": True}
+    # The only tensor that crosses from the forward pass into the backward pass is f (read by g).
+    assert _crossing(RECOMPUTE) == {"f"}
+    # The rule that read op names alone (before S5-1) counted the recomputed r and the upstream gradient g as saved
+    # activations: two tensors where one crosses.
+    def names_only(module, producer, consumer):
+        return (bool(producer.op_name) and "gradient_tape/" not in producer.op_name
+                and "gradient_tape/" in consumer.op_name)
+
+    d = hlo.draw(RECOMPUTE, format="dot", highlight=names_only)
+    assert {e["from"] for e in d.edges if e["highlighted"]} == {"g", "r"}
+
+
+def test_downstream_of_a_gradient_op_is_backward_element_by_element():
+    """An op that reads a gradient_tape/ op is backward, even with a forward-looking name; a multi-output fusion that
+    computes a forward value beside a gradient leaves the forward value's readers forward."""
+    text = """HloModule mo
+
+fused {
+  p0 = f32[4] parameter(0)
+  fwd = f32[4] exponential(p0), metadata={op_type="Exp" op_name="dense/Exp"}
+  grd = f32[4] negate(p0), metadata={op_type="Neg" op_name="gradient_tape/dense/Neg"}
+  ROOT both = (f32[4], f32[4]) tuple(fwd, grd)
+}
+
+ENTRY e {
+  p = f32[4] parameter(0)
+  fu = (f32[4], f32[4]) fusion(p), kind=kLoop, calls=fused
+  a = f32[4] get-tuple-element(fu), index=0
+  b = f32[4] get-tuple-element(fu), index=1
+  next = f32[4] sine(a), metadata={op_type="Sin" op_name="dense/Sin"}
+  after = f32[4] cosine(b), metadata={op_type="Cos" op_name="update/Cos"}
+  ROOT t = (f32[4], f32[4]) tuple(next, after)
+}
+"""
+    m = hlo.parse(text)
+    assert hlo_draw.is_backward(m, m.find("fu"))          # it computes part of a gradient
+    assert not hlo_draw.is_backward(m, m.find("next"))     # reads only the forward element
+    assert hlo_draw.is_backward(m, m.find("after"))        # reads the gradient element: downstream, so backward
+
+
+def test_a_program_that_returns_only_gradients_keeps_the_name_rule():
+    """Without a forward result there is nothing to tell recomputed ops from the forward pass: they stay forward
+    (the limitation is documented in is_backward); the name and data rules still hold."""
+    grads_only = RECOMPUTE.replace("ROOT t = (f32[], f32[4,4]) tuple(loss, gw)", "ROOT t = (f32[4,4]) tuple(gw)")
+    m = hlo.parse(grads_only)
+    assert not hlo_draw.is_backward(m, m.find("r")) and hlo_draw.is_backward(m, m.find("tg"))
+    assert _crossing(grads_only) == {"g", "r"}
+
+
 @needs_dot
 def test_same_text_same_bytes():
     text = load("tf_cpu_step_after_optimizations.txt")

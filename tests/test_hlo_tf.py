@@ -75,6 +75,48 @@ def test_resnet50_training_step_parses_completely():
     assert s["fusions"] > 50
 
 
+def _crossing_tensors(fn, x) -> tuple[set[str], int]:
+    """The forward results read by backward kernels in fn's optimized module (the red edges of the autodiff chapter's
+    recompute pictures), and the number of backward kernels."""
+    from xlalab.hlo import graph
+
+    text = hlo.hlo_text(fn, x, stage="optimized_hlo")
+    d = hlo.draw(text, format="dot", highlight=graph.forward_to_backward)
+    module = hlo.parse(text)
+    backward = sum(graph.is_backward(module, module.find(k["name"])) for k in d.kernels)
+    return {e["from"] for e in d.edges if e["highlighted"]}, backward
+
+
+def test_recompute_grad_lowers_the_tensors_that_cross_from_forward_to_backward():
+    """book-review-s5, S5-1: with tf.recompute_grad the forward ops that run again in the backward pass are backward
+    work, so fewer forward results cross into the backward pass (3 -> 1 on XLA:CPU: only the block's output, which
+    the loss's gradient reads), not more (3 -> 5 when op names alone decided). The autodiff chapter's small stack."""
+    weights = [tf.Variable(tf.random.normal([64, 64], seed=40 + i) / 8.0) for i in range(3)]
+    x = tf.random.normal([32, 64], seed=43)
+
+    def grads(x):
+        with tf.GradientTape() as tape:
+            h = x
+            for w in weights:
+                h = tf.tanh(h @ w)
+            loss = tf.reduce_sum(h * h)
+        return loss, tape.gradient(loss, weights)
+
+    block = tf.recompute_grad(lambda h: tf.tanh(tf.tanh(tf.tanh(h @ weights[0]) @ weights[1]) @ weights[2]))
+
+    def grads_recompute(x):
+        with tf.GradientTape() as tape:
+            h = block(x)
+            loss = tf.reduce_sum(h * h)
+        return loss, tape.gradient(loss, weights)
+
+    plain, plain_backward = _crossing_tensors(grads, x)
+    recompute, recompute_backward = _crossing_tensors(grads_recompute, x)
+    assert len(plain) == 3                        # each layer's tanh output, read by its gradient
+    assert 1 <= len(recompute) < len(plain)       # the block's output only: the rest is recomputed
+    assert recompute_backward > plain_backward    # the recomputed forward kernels run in the backward pass
+
+
 def test_matrix_ops_on_cpu_programs():
     x, w = tf.ones([8, 16]), tf.ones([16, 32])
     ops = hlo.matrix_ops(hlo.hlo_text(_relu_dense, x, w, tf.ones([32])))

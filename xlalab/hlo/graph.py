@@ -47,7 +47,7 @@ from .walk import (
 )
 
 __all__ = ["Drawing", "GraphvizMissing", "INSTALL_HINT", "draw", "draw_stages", "format_bytes",
-           "kernel_label", "forward_to_backward"]
+           "kernel_label", "forward_to_backward", "is_backward"]
 
 INSTALL_HINT = ("install Graphviz's `dot` program (Debian/Ubuntu/Colab: `apt-get install -y graphviz`; macOS: "
                 "`brew install graphviz`; conda: `conda install graphviz`) and the Python package "
@@ -199,16 +199,190 @@ def _op_names(module: Module, inst: Instruction) -> list[str]:
     return names
 
 
+Flags = tuple[bool, ...]     # per element of an instruction's result (one for an array): downstream of a gradient op?
+
+
+class _Sides:
+    """Which instructions of a module compute part of a gradient (see :func:`is_backward`)."""
+
+    def __init__(self, module: Module) -> None:
+        self.module = module
+        self.flags: dict[int, Flags] = {}       # id(instruction) -> per-element flags (data dependence)
+        self.backward: set[int] = set()         # id(instruction) of everything classed backward
+        self.by_name: dict[str, bool] = {}
+        entry = module.entry
+        values = self.evaluate(entry, [])
+        for comp in module.computations.values():
+            for inst in comp:
+                if any(self.flags.get(id(inst), ())):
+                    self.backward.add(id(inst))
+        self.gradient_only(entry, values)
+        for comp in module.computations.values():
+            for inst in comp:
+                self.by_name.setdefault(inst.name, id(inst) in self.backward)
+
+    @staticmethod
+    def _width(inst: Instruction) -> int:
+        return len(inst.shape.tuple_shapes or ()) if inst.shape.is_tuple else 1
+
+    def evaluate(self, comp: Computation, params: list[Flags], depth: int = 0) -> dict[str, Flags]:
+        """The flags of every instruction of ``comp`` whose parameters carry ``params``: an instruction is
+        downstream of a gradient op when it is one (a ``gradient_tape/`` op name) or reads one; a tuple, a
+        ``get-tuple-element`` and a multi-output fusion keep one flag per element."""
+        values: dict[str, Flags] = {}
+        for inst in comp:
+            n = self._width(inst)
+            ins = [values.get(o, (False,)) for o in inst.operands]
+            own = inst.opcode != "parameter" and bool(inst.op_name) and bool(_TAPE.search(inst.op_name))
+            if inst.opcode == "parameter":
+                k = inst.parameter_number
+                got = params[k] if 0 <= k < len(params) else (False,)
+                out = got if len(got) == n else (any(got),) * n
+            elif inst.opcode == "tuple":
+                out = tuple(any(f) for f in ins)
+            elif inst.opcode == "get-tuple-element" and ins:
+                try:
+                    index = int(inst.attrs.get("index", "0"))
+                except ValueError:
+                    index = -1
+                out = (ins[0][index],) if 0 <= index < len(ins[0]) else (any(ins[0]),)
+            elif inst.called and depth < 32 and inst.opcode in ("fusion", "call", "async-start"):
+                body = self.module.computations.get(inst.called[0])
+                root = body.root if body is not None else None
+                out = self.evaluate(body, ins, depth + 1)[root.name] if body is not None and root is not None \
+                    else (any(any(f) for f in ins),)
+                if own and not any(i.op_name for i in fused_instructions(self.module, inst)):
+                    out = (True,) * len(out)
+                out = out if len(out) == n else (any(out),) * n
+            elif inst.opcode == "while" and depth < 32:
+                out = self._loop(inst, ins, depth)
+            elif inst.opcode == "conditional" and depth < 32:
+                out = self._branches(inst, ins, depth)
+            else:
+                out = (own or any(any(f) for f in ins),) * n
+            values[inst.name] = out
+            self.flags[id(inst)] = out
+        return values
+
+    def _loop(self, inst: Instruction, ins: list[Flags], depth: int) -> Flags:
+        """A ``while``: its state carries what the body makes of it, until that no longer changes."""
+        n = self._width(inst)
+        state = ins[0] if ins and len(ins[0]) == n else (any(any(f) for f in ins),) * n
+        body = self.module.computations.get(inst.attrs.get("body", "").lstrip("%"))
+        cond = self.module.computations.get(inst.attrs.get("condition", "").lstrip("%"))
+        for _ in range(n + 2):
+            if cond is not None:
+                self.evaluate(cond, [state], depth + 1)
+            if body is None or body.root is None:
+                break
+            out = self.evaluate(body, [state], depth + 1)[body.root.name]
+            grown = tuple(a or b for a, b in zip(state, out)) if len(out) == n else (any(out) or any(state),) * n
+            if grown == state:
+                break
+            state = grown
+        return state
+
+    def _branches(self, inst: Instruction, ins: list[Flags], depth: int) -> Flags:
+        """A ``conditional``: each branch on its operand; the result also depends on the predicate."""
+        n = self._width(inst)
+        out = [any(ins[0]) if ins else False] * n
+        for b, cname in enumerate(inst.called):
+            body = self.module.computations.get(cname)
+            if body is None or body.root is None:
+                continue
+            got = self.evaluate(body, [ins[b + 1]] if b + 1 < len(ins) else [], depth + 1)[body.root.name]
+            got = got if len(got) == n else (any(got),) * n
+            out = [a or g for a, g in zip(out, got)]
+        return tuple(out)
+
+    def gradient_only(self, entry: Computation, values: dict[str, Flags]) -> None:
+        """Class as backward what the program computes only for its gradients: when the entry returns a forward
+        result computed from the inputs (a loss), an instruction that result does not depend on. Forward ops that
+        ``tf.recompute_grad`` runs again in the backward pass carry no ``gradient_tape/`` name, and may read no op
+        that does (their dependence on the upstream gradient can pass through ops TensorFlow names outside it)."""
+        by_name = {i.name: i for i in entry}
+        root = entry.root
+        if root is None:
+            return
+        outputs = root.operands if root.opcode == "tuple" else [root.name]
+        forward = [o for o in outputs if o in by_name and not any(values.get(o, (False,)))]
+
+        def ancestors(names: list[str]) -> set[str]:
+            seen: set[str] = set()
+            stack = list(names)
+            while stack:
+                name = stack.pop()
+                if name in seen or name not in by_name:
+                    continue
+                seen.add(name)
+                stack.extend(by_name[name].operands)
+            return seen
+
+        computed = [o for o in forward if any(by_name[a].opcode not in FREE_OPCODES for a in ancestors([o]))]
+        if not computed:
+            return      # only gradients come out (or inputs passed through): the data cannot tell more
+        keep = ancestors(computed)
+        for inst in entry:
+            if inst.name in keep or inst.opcode in ("parameter", "constant") or inst is root:
+                continue
+            self.backward.add(id(inst))
+            for comp in self._called(inst):
+                self.backward.update(id(i) for i in comp)
+
+    def _called(self, inst: Instruction) -> list[Computation]:
+        """Every computation an instruction runs, nested ones included."""
+        out: list[Computation] = []
+        stack = list(inst.called)
+        while stack:
+            comp = self.module.computations.get(stack.pop())
+            if comp is None or comp in out:
+                continue
+            out.append(comp)
+            stack.extend(c for i in comp for c in i.called)
+        return out
+
+    def is_backward(self, inst: Instruction) -> bool:
+        if id(inst) in self.flags:
+            return id(inst) in self.backward
+        return self.by_name.get(inst.name, False)
+
+
+_SIDES: list[_Sides] = []      # the last few modules classified (draw asks once per edge)
+
+
+def _sides(module: Module) -> _Sides:
+    for sides in _SIDES:
+        if sides.module is module:
+            return sides
+    sides = _Sides(module)
+    _SIDES.insert(0, sides)
+    del _SIDES[8:]
+    return sides
+
+
 def is_backward(module: Module, inst: Instruction) -> bool:
-    """Whether a kernel computes part of a gradient: one of its ops carries a TensorFlow op name under
-    ``gradient_tape/`` (or ``gradients/``) in its metadata."""
-    return any(_TAPE.search(n) for n in _op_names(module, inst))
+    """Whether a kernel computes part of a gradient, decided from the data, with TensorFlow's op names as seeds:
+
+    * an op whose TensorFlow op name is under ``gradient_tape/`` (or ``gradients/``) in its metadata is backward,
+      and so is every op that reads one, directly or through other ops (a multi-output fusion or a tuple keeps one
+      answer per element, so a forward value that leaves a fusion beside a gradient stays forward);
+    * when the entry returns a forward result computed from its inputs (the loss, beside the gradients), every
+      op that result does not depend on is backward too: it runs only for the gradients. This is what classes the
+      forward ops that ``tf.recompute_grad`` runs again in the backward pass, whose op names (``matmul_3``,
+      ``Tanh_3``) carry no ``gradient_tape/`` and whose dependence on the upstream gradient may pass only through
+      ops TensorFlow names outside it (the tape's ``AddN``).
+
+    A kernel counts as backward when any of its results is. A program that returns only gradients gives the
+    second rule nothing to go on: there, recomputed forward ops count as forward.
+    """
+    return _sides(module).is_backward(inst)
 
 
 def forward_to_backward(module: Module, producer: Instruction, consumer: Instruction) -> bool:
     """An edge predicate for :func:`draw`'s ``highlight``: a tensor that a forward kernel writes and a backward
-    kernel reads (an activation saved for the gradient). Forward and backward are told apart by the
-    TensorFlow op names in the metadata (see :func:`is_backward`); a kernel with no op name is neither."""
+    kernel reads (an activation saved for the gradient). Forward and backward are told apart by
+    :func:`is_backward` (TensorFlow's op names and the data flow from them; recomputed forward ops are backward);
+    a kernel with no op name inside is neither."""
     return bool(_op_names(module, producer)) and not is_backward(module, producer) and is_backward(module, consumer)
 
 
