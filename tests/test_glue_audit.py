@@ -347,6 +347,21 @@ AUDIT: list[Entry] = [
           lambda m: {"lo": _num(m.group(3)), "hi": _num(m.group(4))},
           lambda v: ci_word(v["lo"], v["hi"], None, "faster than", "slower than", "not measurably different from"),
           lambda m: m.group(1), flip_ci, sample={"lo": 1.2, "hi": 1.5}),
+    Entry("autodiff", ("ad_draw_grad_tensors", "ad_draw_grad_kib", "ad_draw_grad_kernels", "ad_draw_rc_tensors",
+                       "ad_draw_rc_kib", "ad_draw_rc_kernels", "ad_draw_verdict"),
+          r"Without recomputation, (\d+) forward results \(" + NUM + r" KiB read by backward kernels\) cross over, in "
+          r"(\d+) kernels; with the stack as one tf\.recompute_grad block, (\d+) \(" + NUM + r" KiB\), in (\d+) "
+          r"kernels: (the same kernels|fewer forward results|more forward results|as many forward results)",
+          lambda m: {"grad": int(m.group(1)), "grad_kib": _num(m.group(2)), "grad_k": int(m.group(3)),
+                     "rc": int(m.group(4)), "rc_kib": _num(m.group(5)), "rc_k": int(m.group(6))},
+          lambda v: ("fewer forward results" if v["rc"] < v["grad"] else "more forward results" if v["rc"] > v["grad"]
+                     else "the same kernels" if (v["rc_kib"], v["rc_k"]) == (v["grad_kib"], v["grad_k"])
+                     else "as many forward results"),
+          lambda m: m.group(7),
+          lambda v: {**v, "rc": v["grad"] + 1} if v["rc"] < v["grad"] else {**v, "grad": v["rc"] + 1},
+          wrong_before="S5-1 (F): recomputed forward kernels counted as saved activations, 3 -> 5 'instead of being "
+                       "read from memory'",
+          sample={"grad": 3, "grad_kib": 40.0, "grad_k": 17, "rc": 1, "rc_kib": 16.0, "rc_k": 23}),
     Entry("case_studies", ("cs_att_verdict",),
           NUM + r" ?x \[95% CI " + NUM + ", " + NUM
           + r"\], so it is (faster than|slower than|not distinguishable from) naive attention",
@@ -400,7 +415,7 @@ COMPUTED_NOT_MEASURED = {
     "ad_rc_peak_word": "allocator availability", "ad_graph_count_word": "allocator figure vs count (test_book N1)",
     "ad_graph_count_story": "allocator figure vs count (test_book N1)", "ad_xla_alloc_story": "allocator figures",
     "ad_xla_probe_story": "allocator figures", "ad_xla_gap_story": "allocator figures", "ad_xla_end": "punctuation",
-    "ad_xla_conclusion": "allocator figures", "ad_draw_verdict": "structure of the two compiled modules",
+    "ad_xla_conclusion": "allocator figures",
     "ad_draw_fake": "XLALAB_FAKE_GPU note", "ad_live_step": "buffer assignment text",
     "ad_live_count_word": "buffer assignment vs count", "ad_live_temp_word": "buffer assignment vs count",
     "ad_est_rc_word": "liveness estimate of two modules",

@@ -156,6 +156,14 @@ class Drawing:
     def _repr_html_(self) -> str | None:
         return self.html() if self.format == "svg" else None
 
+    def highlighted_totals(self) -> dict[str, int]:
+        """What the edges that ``highlight`` accepted carry: ``tensors`` (distinct producers: with
+        :func:`forward_to_backward`, the forward results the backward pass reads), ``edges``, ``bytes`` (read through
+        them; an edge of unknown size adds 0), and ``kernels`` (all kernels drawn)."""
+        red = [e for e in self.edges if e["highlighted"]]
+        return {"tensors": len({(e["stage"], e["from"]) for e in red}), "edges": len(red),
+                "bytes": sum(e["bytes"] or 0 for e in red), "kernels": len(self.kernels)}
+
     def __repr__(self) -> str:
         return f"<Drawing {self.format}, {len(self.data):,} bytes, {len(self.kernels)} kernels>"
 
