@@ -189,6 +189,119 @@ def test_flipbook_over_budget_keeps_first_and_last_drawn(tmp_path):
     assert book.drawn == 2 and "not drawn: the page would pass its size budget" in book.html
 
 
+# A pipeline whose first pass rewrites x * 2 as x + x (algsimp), then fuses (fusion), then copies (copy-insertion).
+# Keeping only the fusion frame (as the fusion chapter does) drops the algsimp frame: its rewrite must be counted
+# against the frame shown before, never against the add that only the dropped frame holds (book-review-s5, S5-10).
+REWRITTEN = BEFORE.replace("""  %c = f32[] constant(2)
+  %b = f32[4]{0} broadcast(%c), dimensions={}
+  %m = f32[4]{0} multiply(%p, %b), metadata={op_type="Mul" op_name="mul"}
+  ROOT %e = f32[4]{0} exponential(%m)""", """  %a = f32[4]{0} add(%p, %p), metadata={op_type="Mul" op_name="mul"}
+  ROOT %e = f32[4]{0} exponential(%a)""")
+FUSED_ADD = """HloModule a_inference_f_1__.1, entry_computation_layout={(f32[4]{0})->f32[4]{0}}
+
+%fused_computation (param_0: f32[4]) -> f32[4] {
+  %param_0 = f32[4]{0} parameter(0)
+  %a.1 = f32[4]{0} add(%param_0, %param_0)
+  ROOT %e.1 = f32[4]{0} exponential(%a.1)
+}
+
+ENTRY %main (p: f32[4]) -> f32[4] {
+  %p = f32[4]{0} parameter(0)
+  ROOT %fusion = f32[4]{0} fusion(%p), kind=kLoop, calls=%fused_computation
+}
+"""
+COPIED_ADD = FUSED_ADD.replace("  ROOT %fusion = f32[4]{0} fusion(%p), kind=kLoop, calls=%fused_computation",
+                               "  %fusion = f32[4]{0} fusion(%p), kind=kLoop, calls=%fused_computation\n"
+                               "  ROOT %copy = f32[4]{0} copy(%fusion)")
+LOG_REWRITE = "\n".join([
+    P + "hlo_pass_pipeline.cc:1] Running HLO pass pipeline on module a_inference_f_1__.1: simplification",
+    P + "hlo_pass_pipeline.cc:2]   HLO pass algsimp",
+    P + "hlo_pass_pipeline.cc:3]   Module hash 1",
+    P + "hlo_pass_pipeline.cc:2]   HLO pass dce",
+    P + "hlo_pass_pipeline.cc:3]   Module hash 2",
+    P + "hlo_pass_pipeline.cc:1] Running HLO pass pipeline on module a_inference_f_1__.1: fusion-pipeline",
+    P + "hlo_pass_pipeline.cc:2]   HLO pass fusion",
+    P + "hlo_pass_pipeline.cc:3]   Module hash 2",
+    P + "instruction_fusion.cc:828] Fusing %a = f32[4]{0} add(%p, %p) into %e = f32[4]{0} exponential(%a)",
+    P + "hlo_pass_pipeline.cc:2]   HLO pass copy-insertion",
+    P + "hlo_pass_pipeline.cc:3]   Module hash 3",
+    P + "hlo_pass_pipeline.cc:2]   HLO pass dce",
+    P + "hlo_pass_pipeline.cc:3]   Module hash 4",
+])
+
+
+def _write_rewrite_dump(directory: Path) -> None:
+    files = {
+        f"{MODULE}.before_optimizations.txt": BEFORE,
+        f"{MODULE}.0000.simplification.after_pipeline-start.before_algsimp.txt": BEFORE,
+        f"{MODULE}.0001.simplification.after_algsimp.before_dce.txt": REWRITTEN,
+        f"{MODULE}.0002.fusion-pipeline.after_pipeline-start.before_fusion.txt": REWRITTEN,
+        f"{MODULE}.0003.fusion-pipeline.after_fusion.before_copy-insertion.txt": FUSED_ADD,
+        f"{MODULE}.0004.fusion-pipeline.after_copy-insertion.before_dce.txt": COPIED_ADD,
+        f"{MODULE}.cpu_after_optimizations.txt": COPIED_ADD,
+    }
+    for name, text in files.items():
+        (directory / name).write_text(text)
+
+
+def test_keeping_some_frames_measures_each_against_the_previous_one_kept(tmp_path):
+    _write_rewrite_dump(tmp_path)
+    frames = hlo.frames_from_dump(tmp_path, LOG_REWRITE)
+    assert [f.pass_name for f in frames] == ["before optimizations", "algsimp", "fusion", "copy-insertion"]
+    # Unfiltered, the fusion frame removes the add that algsimp made.
+    assert frames[2].change.removed == {"add": 1, "exponential": 1}
+    kept = frames.keep(f.index for f in frames if f.change.fusions_created)
+    assert [f.index for f in kept] == [0, 2, 3] and kept.passes_run == frames.passes_run
+    fusion = kept[1]
+    # Against frame 0, the frame shown before it: the multiply, broadcast and constant go, no add ever appears.
+    assert fusion.change.removed == {"broadcast": 1, "constant": 1, "exponential": 1, "multiply": 1}
+    assert fusion.change.added == {"fusion": 1} and fusion.change.fusions_created == ["fusion"]
+    assert [d.pass_name for d in fusion.folded] == ["algsimp"]
+    assert [p.name for p in fusion.passes] == ["algsimp", "dce", "fusion"]
+    assert fusion.changed_passes() == [0, 2] and [p.name for p in fusion.own_passes] == ["dce", "fusion"]
+    assert [d.kind for d in fusion.decisions] == ["fused"]
+    # Every pass is still somewhere: the kept frames' passes and the trailing ones.
+    assert sum(len(f.passes) for f in kept) + len(kept.trailing) == len(frames.passes_run) == 5
+    # Keeping again from the kept frames gives the same frames (folded frames stay flat).
+    again = frames.keep([1, 2]).keep([2])
+    assert [(f.index, f.change.removed, [p.name for p in f.passes], [d.index for d in f.folded]) for f in again] == \
+        [(f.index, f.change.removed, [p.name for p in f.passes], [d.index for d in f.folded]) for f in kept]
+
+
+def test_flipbook_of_kept_frames_counts_every_pass_and_names_the_folded_ones(tmp_path):
+    _write_rewrite_dump(tmp_path)
+    frames = hlo.frames_from_dump(tmp_path, LOG_REWRITE)
+    html = hlo.flipbook(frames.keep([2])).html
+    frame1 = html.split("data-frame='1'")[1].split("data-frame='2'")[0]
+    assert "Changed since frame 1 (by algsimp, in frames not shown, and this pass): added 1 fusion; removed 1 " \
+           "broadcast, 1 constant, 1 exponential, 1 multiply" in frame1
+    assert "1 add" not in frame1
+    assert ("Before it, 2 pass(es) ran: 1 changed the module in frames not shown here (their changes are part of "
+            "the line above): algsimp; 1 changed nothing: dce") in frame1
+    assert "Every pass, in order (5 ran;" in html
+    assert "<li class=changed>simplification › algsimp (its frame is not shown)</li>" in html
+    assert "<li class=changed>fusion-pipeline › fusion → frame 2</li>" in html
+    # The flipbook of all the frames says the same of each pass.
+    full = hlo.flipbook(frames).html
+    assert "Every pass, in order (5 ran;" in full and "simplification › algsimp → frame 2" in full
+    assert "Before it, 1 pass(es) ran and changed nothing: dce" in full
+
+
+def test_flipbook_refuses_frames_left_out_by_hand(tmp_path):
+    _write_rewrite_dump(tmp_path)
+    frames = hlo.frames_from_dump(tmp_path, LOG_REWRITE)
+    with pytest.raises(ValueError, match="Frames.keep"):
+        hlo.flipbook([f for f in frames if f.index != 1])
+
+
+def test_kept_frames_without_a_log_name_the_folded_pass(tmp_path):
+    _write_rewrite_dump(tmp_path)
+    frames = hlo.frames_from_dump(tmp_path)
+    html = hlo.flipbook(frames.keep([2])).html
+    assert "<li class=changed>algsimp (its frame is not shown)</li>" in html
+    assert "1 changed the module in frames not shown here (their changes are part of the line above): algsimp" in html
+
+
 _HARNESS = """
 <script>
 window.addEventListener("load", function () {

@@ -35,8 +35,8 @@ import subprocess
 import sys
 import tempfile
 from collections import Counter
-from collections.abc import Callable
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -133,8 +133,11 @@ class Frame:
         counters: :func:`xlalab.hlo.summary`'s ``instructions`` (every computation), ``kernels``, ``fusions`` and
             ``bytes`` (``bytes_moved``) of this module.
         passes: the passes that ran since the previous frame, in order; the last one that changed the module is
-            ``pass_name``, the others changed nothing (folded here, not drawn).
+            ``pass_name``, the others changed nothing (folded here, not drawn), except those of ``folded`` frames.
         decisions: the fusion decisions XLA logged during those passes.
+        folded: the frames :meth:`Frames.keep` dropped just before this one, in order, as they were: their passes
+            and decisions are at the start of ``passes`` and ``decisions``, and ``change`` and the counters'
+            deltas include what they changed (``index`` stays the frame's place among all the frames).
     """
 
     index: int
@@ -145,10 +148,35 @@ class Frame:
     counters: dict[str, Any]
     passes: list[PassRun] = field(default_factory=list)
     decisions: list[Decision] = field(default_factory=list)
+    folded: list[Frame] = field(default_factory=list)
 
     @property
     def module(self) -> Module:
         return parse(self.text)
+
+    @property
+    def own_passes(self) -> list[PassRun]:
+        """The passes that ran after the last ``folded`` frame (all of ``passes`` when none was folded)."""
+        return self.passes[sum(len(f.passes) for f in self.folded):]
+
+    def changed_passes(self) -> list[int]:
+        """Positions in ``passes`` of the passes that changed the module: each folded frame's pass and this frame's
+        own (the last of a frame's passes, when it is named as the frame's ``pass_name``); where the log named no
+        pass of a frame, that frame adds none."""
+        out, start = [], 0
+        for f in self.folded:
+            if f.passes and f.passes[-1].name == f.pass_name:
+                out.append(start + len(f.passes) - 1)
+            start += len(f.passes)
+        own = self.passes[start:]
+        if own and own[-1].name == self.pass_name:
+            out.append(len(self.passes) - 1)
+        return out
+
+    def unfolded(self) -> Frame:
+        """This frame without its folded frames: its own passes and decisions only (``change`` as it is)."""
+        skip = sum(len(f.decisions) for f in self.folded)
+        return replace(self, passes=self.own_passes, decisions=self.decisions[skip:], folded=[])
 
 
 class Frames(list):
@@ -169,6 +197,37 @@ class Frames(list):
         self.trailing = []
         for k, v in attrs.items():
             setattr(self, k, v)
+
+    def keep(self, indices: Iterable[int]) -> Frames:
+        """Only the frames whose ``index`` is in ``indices``, and the first and the last, each measured against the
+        previous frame kept: the frames dropped in between are folded into the next one kept (:attr:`Frame.folded`),
+        their passes and decisions put before its own, its ``change`` taken again from the previous frame kept. So a
+        flipbook of the result (:func:`xlalab.hlo.flipbook`) attributes every change to a frame it shows and still
+        lists every pass. ``backend``, ``tensorflow``, ``decision_source``, ``passes_run`` and ``trailing`` are
+        copied.
+
+        Example:
+            >>> fusion = frames.keep(f.index for f in frames if f.change.fusions_created)
+        """
+        if not self:
+            return Frames([], backend=self.backend, tensorflow=self.tensorflow, decision_source=self.decision_source)
+        wanted = set(indices) | {self[0].index, self[-1].index}
+        out = Frames(backend=self.backend, tensorflow=self.tensorflow, decision_source=self.decision_source)
+        out.passes_run, out.trailing = list(self.passes_run), list(self.trailing)
+        dropped: list[Frame] = []
+        for f in self:
+            if f.index not in wanted:
+                dropped += [*f.folded, f.unfolded()]
+                continue
+            if out and dropped:
+                folded = [*dropped, *f.folded]
+                own = f.unfolded()
+                f = replace(own, change=diff(out[-1].module, f.module), folded=folded,
+                            passes=[p for d in folded for p in d.passes] + own.passes,
+                            decisions=[d for x in folded for d in x.decisions] + own.decisions)
+            out.append(f)
+            dropped = []
+        return out
 
     def find(self, pass_name: str) -> Frame:
         """The first frame written after a pass named ``pass_name`` (``LookupError`` if none)."""

@@ -135,12 +135,58 @@ def _decisions(frame: Any, limit: int) -> str:
             f"<ol class='xlfb-decisions'>{''.join(rows)}</ol>")
 
 
+def _names(names: Sequence[str], limit: int = 12) -> str:
+    return ", ".join(names[:limit]) + (" …" if len(names) > limit else "")
+
+
+def _before_it(f: Any) -> str:
+    """The line under a frame's change: the passes that ran before its own, those that changed the module in
+    frames not shown (folded by ``Frames.keep``: their changes are in this frame's) apart from those that changed
+    nothing."""
+    marks = set(f.changed_passes())
+    own_last = len(f.passes) - 1 if f.passes and f.passes[-1].name == f.pass_name else None
+    earlier = [p for j, p in enumerate(f.passes) if j != own_last]
+    changing = [p for j, p in enumerate(f.passes) if j in marks and j != own_last]
+    unlogged = [d for d in f.folded if not d.passes]        # frames whose passes the log does not name
+    idle = [p for j, p in enumerate(f.passes) if j not in marks]
+    if not changing and not unlogged:
+        return (f"Before it, {len(earlier)} pass(es) ran and changed nothing: {_names([p.name for p in earlier])}"
+                if earlier else "")
+    changed = [p.name for p in changing] + [d.pass_name for d in unlogged]
+    line = (f"Before it, {len(earlier) + len(unlogged)} pass(es) ran: {len(changed)} changed the module in frames "
+            f"not shown here (their changes are part of the line above): {_names(changed)}")
+    if idle:
+        line += f"; {len(idle)} changed nothing: {_names([p.name for p in idle])}"
+    return line
+
+
+def _pass_rows(f: Any, i: int) -> list[str]:
+    """The rows of the pass list for one shown frame (position ``i``): its folded frames' passes, then its own;
+    bold: the passes that changed the module."""
+    rows = [f"<li class=changed>{_html.escape(d.pass_name)} (its frame is not shown)</li>" for d in f.folded
+            if not d.passes]
+    marks = set(f.changed_passes())
+    last = len(f.passes) - 1
+    for j, p in enumerate(f.passes):
+        changed = j in marks
+        note = f" → frame {i + 1}" if changed and j == last and p.name == f.pass_name else \
+            " (its frame is not shown)" if changed else ""
+        rows.append(f"<li{' class=changed' if changed else ''}>{_html.escape(p.pipeline)} › "
+                    f"{_html.escape(p.name)}{note}</li>")
+    if not f.own_passes:
+        rows.append(f"<li class=changed>{_html.escape(f.pass_name)} → frame {i + 1}</li>")
+    return rows
+
+
 def flipbook(frames: Sequence[Any], *, max_ops: int = 6, max_bytes: int = MAX_BYTES, title: str | None = None,
              decisions: int = 40) -> Flipbook:
     """One HTML block that steps through ``frames`` (from :func:`xlalab.hlo.passes`).
 
     Args:
-        frames: the frames, in order (a :class:`~xlalab.hlo.pipeline.Frames` or any list of them).
+        frames: the frames, in order (a :class:`~xlalab.hlo.pipeline.Frames` or any list of them). To show some
+            frames only, pass ``frames.keep(indices)``: each frame kept is then compared with the previous one
+            shown, and the passes of the others are listed with it (a list with frames left out by hand raises
+            ``ValueError``).
         max_ops: passed to :func:`xlalab.hlo.draw` (a fusion with more ops shows a count by opcode).
         max_bytes: the page budget; frames whose drawing would pass it are listed, with their counters, but not
             drawn (the first and last frames are always drawn).
@@ -152,6 +198,12 @@ def flipbook(frames: Sequence[Any], *, max_ops: int = 6, max_bytes: int = MAX_BY
     """
     if not frames:
         raise ValueError("no frames to show")
+    for prev_f, f in zip(frames, frames[1:]):
+        gap = f.index - prev_f.index - 1
+        if gap != len(f.folded):
+            raise ValueError(f"frames {prev_f.index + 1} to {f.index - 1} were left out by hand, so frame {f.index}'s "
+                             "change and passes would be counted from a frame not shown; select frames with "
+                             "Frames.keep(indices), which folds the others into the next frame kept")
     uid = f"xlfb-{next(_ids)}-{abs(hash(frames[-1].text)) % 10**8}"
     svgs = [_svg(f.text, f.change.highlight, max_ops, f.pass_name) for f in frames]
     # Keep the page under budget: drop the drawings of the middle frames with the smallest change first.
@@ -174,19 +226,19 @@ def flipbook(frames: Sequence[Any], *, max_ops: int = 6, max_bytes: int = MAX_BY
     prev = None
     for i, (f, svg) in enumerate(zip(frames, svgs)):
         where = f"{f.pipeline} › {f.pass_name}" if f.pipeline else f.pass_name
-        folded = f.passes[:-1] if f.passes and f.passes[-1].name == f.pass_name else list(f.passes)
         hidden = "" if i == n - 1 else " hidden"
         parts.append(f"<div class='xlfb-frame' data-frame='{i}'{hidden}>")
         step = f"after {where}" if f.pipeline else where
         parts.append(f"<div class='xlfb-caption'>Frame {i + 1} of {n}: {_html.escape(step)}</div>")
         parts.append(f"<div class='xlfb-counters'>{_html.escape(_counters(f.counters, prev))}</div>")
         if i:
-            parts.append(f"<div class='xlfb-change'>Changed: {_html.escape(f.change.describe())}"
+            folded = _names([d.pass_name for d in f.folded], 6)
+            by = f" since frame {i} (by {folded}, in frames not shown, and this pass)" if f.folded else ""
+            parts.append(f"<div class='xlfb-change'>Changed{_html.escape(by)}: {_html.escape(f.change.describe())}"
                          + (" (outlined in orange)" if f.change.highlight and svg else "") + "</div>")
-        if folded:
-            parts.append(f"<div class='xlfb-folded'>Before it, {len(folded)} pass(es) ran and changed nothing: "
-                         f"{_html.escape(', '.join(p.name for p in folded[:12]))}{' …' if len(folded) > 12 else ''}"
-                         "</div>")
+        before = _before_it(f)
+        if before:
+            parts.append(f"<div class='xlfb-folded'>{_html.escape(before)}</div>")
         parts.append(_decisions(f, decisions))
         parts.append(f"<div class='xlfb-svg'>{svg}</div>" if svg else
                      "<div class='xlfb-svg'><i>not drawn: the page would pass its size budget</i></div>")
@@ -194,12 +246,7 @@ def flipbook(frames: Sequence[Any], *, max_ops: int = 6, max_bytes: int = MAX_BY
         prev = f.counters
     rows = []
     for i, f in enumerate(frames):
-        for p in f.passes:
-            changed = p.name == f.pass_name and p is f.passes[-1]
-            rows.append(f"<li{' class=changed' if changed else ''}>{_html.escape(p.pipeline)} › "
-                        f"{_html.escape(p.name)}{f' → frame {i + 1}' if changed else ''}</li>")
-        if not f.passes:
-            rows.append(f"<li class=changed>{_html.escape(f.pass_name)} → frame {i + 1}</li>")
+        rows += _pass_rows(f, i)
     for p in getattr(frames, "trailing", []):
         rows.append(f"<li>{_html.escape(p.pipeline)} › {_html.escape(p.name)}</li>")
     ran = sum(len(f.passes) for f in frames) + len(getattr(frames, "trailing", []))
