@@ -235,6 +235,27 @@ def test_recomputed_forward_ops_are_backward_work_not_saved_activations():
     assert {e["from"] for e in d.edges if e["highlighted"]} == {"g", "r"}
 
 
+def test_without_gradient_ops_nothing_is_backward():
+    """A program with no gradient_tape/ op has no backward pass, whatever its outputs do not depend on (an op whose
+    result nothing reads, an async collective's start)."""
+    text = """HloModule nograd
+
+ENTRY e {
+  p = f32[4] parameter(0)
+  a = f32[4] exponential(p), metadata={op_type="Exp" op_name="dense/Exp"}
+  unread = f32[4] negate(p), metadata={op_type="Neg" op_name="dense/Neg"}
+  ROOT t = (f32[4]) tuple(a)
+}
+"""
+    m = hlo.parse(text)
+    assert not any(hlo_draw.is_backward(m, i) for i in m.entry)
+    with_grad = RECOMPUTE.replace("  ROOT t = (f32[], f32[4,4]) tuple(loss, gw)",
+                                  "  unread = f32[8,4] negate(x), metadata={op_name=\"Neg\"}\n"
+                                  "  ROOT t = (f32[], f32[4,4]) tuple(loss, gw)")
+    m = hlo.parse(with_grad)
+    assert not hlo_draw.is_backward(m, m.find("unread")) and hlo_draw.is_backward(m, m.find("r"))
+
+
 def test_downstream_of_a_gradient_op_is_backward_element_by_element():
     """An op that reads a gradient_tape/ op is backward, even with a forward-looking name; a multi-output fusion that
     computes a forward value beside a gradient leaves the forward value's readers forward."""

@@ -304,10 +304,11 @@ class _Sides:
         return tuple(out)
 
     def gradient_only(self, entry: Computation, values: dict[str, Flags]) -> None:
-        """Class as backward what the program computes only for its gradients: when the entry returns a forward
-        result computed from the inputs (a loss), an instruction that result does not depend on. Forward ops that
-        ``tf.recompute_grad`` runs again in the backward pass carry no ``gradient_tape/`` name, and may read no op
-        that does (their dependence on the upstream gradient can pass through ops TensorFlow names outside it)."""
+        """Class as backward what the program computes only for its gradients: when the entry returns gradients and a
+        forward result computed from the inputs (a loss), an instruction the gradients depend on and that result
+        does not. Forward ops that ``tf.recompute_grad`` runs again in the backward pass carry no ``gradient_tape/``
+        name, and may read no op that does (their dependence on the upstream gradient can pass through ops
+        TensorFlow names outside it)."""
         by_name = {i.name: i for i in entry}
         root = entry.root
         if root is None:
@@ -326,12 +327,13 @@ class _Sides:
                 stack.extend(by_name[name].operands)
             return seen
 
+        gradients = [o for o in outputs if o in by_name and any(values.get(o, (False,)))]
         computed = [o for o in forward if any(by_name[a].opcode not in FREE_OPCODES for a in ancestors([o]))]
-        if not computed:
-            return      # only gradients come out (or inputs passed through): the data cannot tell more
-        keep = ancestors(computed)
+        if not computed or not gradients:
+            return      # no gradient, or only gradients come out (or inputs passed through): the data cannot tell
+        keep, needed = ancestors(computed), ancestors(gradients)
         for inst in entry:
-            if inst.name in keep or inst.opcode in ("parameter", "constant") or inst is root:
+            if inst.name in keep or inst.name not in needed or inst.opcode in ("parameter", "constant"):
                 continue
             self.backward.add(id(inst))
             for comp in self._called(inst):
@@ -374,8 +376,8 @@ def is_backward(module: Module, inst: Instruction) -> bool:
     * an op whose TensorFlow op name is under ``gradient_tape/`` (or ``gradients/``) in its metadata is backward,
       and so is every op that reads one, directly or through other ops (a multi-output fusion or a tuple keeps one
       answer per element, so a forward value that leaves a fusion beside a gradient stays forward);
-    * when the entry returns a forward result computed from its inputs (the loss, beside the gradients), every
-      op that result does not depend on is backward too: it runs only for the gradients. This is what classes the
+    * when the entry returns a forward result computed from its inputs (the loss) beside gradients, every op the
+      gradients depend on and that result does not is backward too: it runs only for the gradients. This classes the
       forward ops that ``tf.recompute_grad`` runs again in the backward pass, whose op names (``matmul_3``,
       ``Tanh_3``) carry no ``gradient_tape/`` and whose dependence on the upstream gradient may pass only through
       ops TensorFlow names outside it (the tape's ``AddN``).
