@@ -284,6 +284,20 @@ ENTRY e {
     assert hlo_draw.is_backward(m, m.find("after"))        # reads the gradient element: downstream, so backward
 
 
+def test_a_constant_named_for_the_gradient_does_not_make_its_forward_readers_backward():
+    """XLA's CSE keeps one constant for every op that used it, under any one of their names: a forward op reading
+    it stays forward (a Keras step's batch-norm mean read 1/N named gradient_tape/.../moments/truediv)."""
+    shared = RECOMPUTE.replace(
+        '  sq = f32[8,4] multiply(f, f), metadata={op_type="Mul" op_name="mul"}',
+        '  n = f32[] constant(0.5), metadata={op_type="RealDiv" op_name="gradient_tape/moments/truediv"}\n'
+        '  nb = f32[8,4] broadcast(n), dimensions={}\n'
+        '  half = f32[8,4] multiply(f, nb), metadata={op_type="Mul" op_name="moments/mean"}\n'
+        '  sq = f32[8,4] multiply(half, f), metadata={op_type="Mul" op_name="mul"}')
+    m = hlo.parse(shared)
+    assert not any(hlo_draw.is_backward(m, m.find(n)) for n in ("half", "sq", "loss"))
+    assert _crossing(shared) == {"f"}
+
+
 def test_a_program_that_returns_only_gradients_keeps_the_name_rule():
     """Without a forward result there is nothing to tell recomputed ops from the forward pass: they stay forward
     (the limitation is documented in is_backward); the name and data rules still hold."""

@@ -207,6 +207,8 @@ def _op_names(module: Module, inst: Instruction) -> list[str]:
     return names
 
 
+# Ops that read no data: never downstream of a gradient, whatever op name XLA's CSE left on them.
+_DATA_FREE = frozenset({"parameter", "constant", "iota", "rng-get-and-update-state", "partition-id", "replica-id"})
 Flags = tuple[bool, ...]     # per element of an instruction's result (one for an array): downstream of a gradient op?
 
 
@@ -241,8 +243,10 @@ class _Sides:
         for inst in comp:
             n = self._width(inst)
             ins = [values.get(o, (False,)) for o in inst.operands]
-            own = inst.opcode != "parameter" and bool(inst.op_name) and bool(_TAPE.search(inst.op_name))
-            if inst.opcode == "parameter":
+            own = inst.opcode not in _DATA_FREE and bool(inst.op_name) and bool(_TAPE.search(inst.op_name))
+            if inst.opcode in _DATA_FREE - {"parameter"}:
+                out = (False,) * n        # XLA shares one constant among every op that used it, under any op's name
+            elif inst.opcode == "parameter":
                 k = inst.parameter_number
                 got = params[k] if 0 <= k < len(params) else (False,)
                 out = got if len(got) == n else (any(got),) * n
@@ -259,7 +263,8 @@ class _Sides:
                 root = body.root if body is not None else None
                 out = self.evaluate(body, ins, depth + 1)[root.name] if body is not None and root is not None \
                     else (any(any(f) for f in ins),)
-                if own and not any(i.op_name for i in fused_instructions(self.module, inst)):
+                if own and not any(i.op_name for i in fused_instructions(self.module, inst)
+                                   if i.opcode not in _DATA_FREE):
                     out = (True,) * len(out)
                 out = out if len(out) == n else (any(out),) * n
             elif inst.opcode == "while" and depth < 32:
