@@ -247,6 +247,13 @@ def isolation_problems(nb: Any) -> list[str]:
                 probing = _parse(probing_part(cell.source))
             except SyntaxError:
                 continue
+            others = sorted({_dotted(n.args[0]) if not isinstance(n.args[0], ast.Constant) else repr(n.args[0].value)
+                             for n in ast.walk(probing) if isinstance(n, ast.Call) and _dotted(n.func).split(".")[-1]
+                             == "check_rng" and n.args and not (isinstance(n.args[0], ast.Constant)
+                                                                  and n.args[0].value == cid)})
+            if others:
+                problems.append(f"check {cid!r} calls check_rng with {', '.join(others)}: a graded check draws only "
+                                f"its own inputs, check_rng({cid!r})")
             bad = sorted((_loads(probing) - bound_names(probing)) & only_checks)
             if bad:
                 problems.append(f"check {cid!r} reads {', '.join(bad)} in its probing part, bound only by another "
