@@ -145,6 +145,13 @@ def test_make_labs_refuses_a_cell_that_reads_a_name_only_a_check_binds():
     h.source = h.source.replace("check_rng('p2-total-random')", "check_rng('p1-scale-random')")
     problems = check_problems(nb)
     assert any("'p2-total-random' calls check_rng with 'p1-scale-random'" in q for q in problems), problems
+    # hidden checks run last in the student's notebook, in the source's order in the judge: one probe name, one check
+    nb = sample_solution()
+    h = next(c for c in nb.cells if c.get("id") == "p1-hidden")
+    h.source = h.source.replace("probe('scale-random'", "probe('scale-123'")
+    problems = check_problems(nb)
+    assert any("probe name 'scale-123' is used by the checks 'p1-scale', 'p1-scale-random'" in q for q in problems), \
+        problems
 
 
 # -- older releases ----------------------------------------------------------------------------------------------

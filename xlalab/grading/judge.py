@@ -268,6 +268,34 @@ def isolation_problems(nb: Any) -> list[str]:
     return problems
 
 
+def _probe_name(node: ast.expr) -> str:
+    """A probe call's name as written: the string, or an f-string's text with ``{}`` for each value."""
+    if isinstance(node, ast.Constant):
+        return repr(node.value)
+    if isinstance(node, ast.JoinedStr):
+        return "f" + repr("".join(str(v.value) if isinstance(v, ast.Constant) else "{}" for v in node.values))
+    return ast.unparse(node)
+
+
+def shared_probe_names(nb: Any) -> list[str]:
+    """Probe names that more than one check uses. The judge replays a name's records in the order of the calls,
+    and its checks run in the source's order, while the student's notebook runs the hidden checks last: a name
+    shared by two checks could be replayed to the wrong one."""
+    users: dict[str, list[str]] = {}
+    for cell in nb.cells:
+        cid = assign.xmeta(cell).get("check")
+        if cell.cell_type != "code" or cid is None:
+            continue
+        try:
+            tree = _parse(probing_part(cell.source))
+        except SyntaxError:
+            continue
+        for name in {_probe_name(n.args[0]) for n in ast.walk(tree) if _is_probe_call(n) and n.args}:
+            users.setdefault(name, []).append(str(cid))
+    return [f"probe name {name} is used by the checks {', '.join(repr(c) for c in cids)}: give each check its own "
+            "probe names" for name, cids in users.items() if len(cids) > 1]
+
+
 def check_problems(nb: Any) -> list[str]:
     """Why each check of a solution notebook could judge with state the student controls (empty: none).
 
@@ -300,7 +328,7 @@ def check_problems(nb: Any) -> list[str]:
         if unknown:
             problems.append(f"check {cid!r} reads {', '.join(unknown)}, which the judge does not define")
         earlier |= top_bound(tree)
-    return problems + isolation_problems(nb)
+    return problems + isolation_problems(nb) + shared_probe_names(nb)
 
 
 def build_judge(lab: Any, init_source: str) -> Any:
