@@ -174,13 +174,17 @@ def test_a_check_of_an_earlier_release_is_a_note_and_an_edit_is_tampering(tmp_pa
     nb = nbformat.read(str(sol), as_version=4)
     c = next(c for c in nb.cells if c.get("id") == "p1-check")
     c.source = c.source.replace("should be [2, 4, 6]", "should be [2.0, 4.0, 6.0]")
+    i = next(i for i, c in enumerate(nb.cells) if c.get("id") == "p2-check")
+    nb.cells.insert(i + 1, code("p2-extra-check", "# CHECK p2-zero (1 points)\nz = probe('total-0', lambda: "
+                                "total([0.0]))\n# JUDGE\nassert z == 0.0, 'total([0]) should be 0'",
+                                check="p2-zero", points=1))
     nbformat.write(nb, str(sol))
     assert assign.main(["--root", str(root)]) == 0
     _git(root, "commit", "-q", "-am", "second release")
     target = tmp_path / "released_checks.json"
     monkeypatch.setattr(build, "RELEASED_CHECKS", target)
     build.record_released_checks(root, target)
-    assert len(json.loads(target.read_text())[SAMPLE]["p1-scale"]) == 2
+    assert len(json.loads(target.read_text())[SAMPLE]["checks"]["p1-scale"]) == 2
     lab = load_lab(sol)
     for c in old.cells:
         if c.get("id") in ("p1-answer", "p2-answer"):
@@ -188,11 +192,18 @@ def test_a_check_of_an_earlier_release_is_a_note_and_an_edit_is_tampering(tmp_pa
     notes: list[str] = []
     _, tampering = build.build_graded(lab, old, tmp_path / "r.jsonl", 1, notes=notes)
     assert tampering == [] and notes == [
-        "your notebook has an older version of this check `p1-scale`; the released check ran"]
+        "your notebook has an older version of this check `p1-scale`; the released check ran",
+        "your notebook is from an earlier release of the lab, without the check `p2-zero`; the released check ran"]
     cell(old, "p1-check").source += "\nassert True"
     notes = []
     _, tampering = build.build_graded(lab, old, tmp_path / "r.jsonl", 1, notes=notes)
-    assert notes == [] and tampering == ["check `p1-scale` was changed; the released check was run instead"]
+    assert tampering == ["check `p1-scale` was changed; the released check was run instead"]
+    # a check deleted from a notebook of the current release is tampering, as before
+    new = answered(root)
+    new.cells = [c for c in new.cells if c.get("id") != "p2-extra-check"]
+    notes = []
+    _, tampering = build.build_graded(lab, new, tmp_path / "r.jsonl", 1, notes=notes)
+    assert notes == [] and tampering == ["check `p2-zero` was deleted; the released check was run"]
     build.released_digests.cache_clear()
 
 

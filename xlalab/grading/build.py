@@ -67,7 +67,19 @@ def graded_check_source(check: assign.Check, master: int) -> str:
 
 def _older_release(lab: Lab, key: str, digest: str) -> bool:
     """Whether ``digest`` is the text of check ``key`` (or ``__setup__``) in an earlier release of ``lab``."""
-    return digest in released_digests().get(lab.name, {}).get(key, ())
+    return digest in released_digests().get(lab.name, {}).get("checks", {}).get(key, ())
+
+
+def _added_later(lab: Lab, missing: str, present: dict[str, str]) -> bool:
+    """Whether a hand-in without check ``missing`` is an earlier release of ``lab`` that did not have that check
+    yet: a release without it that has the hand-in's checks of a released text (``present``: id -> digest; an
+    edited check, tampering of its own, says nothing of the release)."""
+    known = released_digests().get(lab.name, {}).get("checks", {})
+    mine = {k: d for k, d in present.items() if d in known.get(k, ())}
+    for release in released_digests().get(lab.name, {}).get("releases", []):
+        if missing not in release and mine and all(release.get(k) == d for k, d in mine.items()):
+            return True
+    return False
 
 
 def _compare(lab: Lab, key: str, what: str, digest: str, current: str, tampering: list[str],
@@ -145,11 +157,16 @@ def build_graded(lab: Lab, sub: Any, records_path: Path, seed: int,
             body.append(nbformat.v4.new_raw_cell(source=cell.source, id=cid))
         from_source.append(False)
 
+    present = {k: assign.source_digest(c.source) for k, c in found.items() if k != "__setup__"}
     for check in lab.checks:
         if check.hidden:
             continue
         cell = found.get(check.check)
-        if cell is None:
+        if cell is None and present and _added_later(lab, check.check, present):
+            if notes is not None:
+                notes.append(f"your notebook is from an earlier release of the lab, without the check "
+                             f"`{check.check}`; the released check ran")
+        elif cell is None:
             tampering.append(f"check `{check.check}` was deleted; the released check was run")
         else:
             _compare(lab, check.check, f"check `{check.check}`", assign.source_digest(cell.source), check.digest,
@@ -216,9 +233,10 @@ RELEASED_CHECKS = Path(__file__).with_name("released_checks.json")
 
 
 @functools.lru_cache(maxsize=1)
-def released_digests() -> dict[str, dict[str, list[str]]]:
-    """``{lab: {check id or "__setup__": [digest, ...]}}``: the text of every released version of each visible
-    check (and setup cell), from :data:`RELEASED_CHECKS` (written by :func:`record_released_checks`)."""
+def released_digests() -> dict[str, Any]:
+    """``{lab: {"checks": {check id or "__setup__": [digest, ...]}, "releases": [{check id: digest}, ...]}}``: the
+    text of every released version of each visible check (and setup cell), and which checks each release had, from
+    :data:`RELEASED_CHECKS` (written by :func:`record_released_checks`)."""
     try:
         data = json.loads(RELEASED_CHECKS.read_text(encoding="utf-8"))
     except (OSError, ValueError):
@@ -246,15 +264,15 @@ def released_cell_digests(nb: Any) -> dict[str, str]:
     return out
 
 
-def history_digests(root: Path) -> dict[str, dict[str, list[str]]]:
-    """The digests of every version of each released check in the git history of ``root/labs/lab*.ipynb``
-    (``git log --follow`` of each file, ``git show`` of each commit), the current file included."""
+def history_digests(root: Path) -> dict[str, Any]:
+    """What :func:`released_digests` reads, from the git history of ``root/labs/lab*.ipynb`` (``git log --follow``
+    of each file, ``git show`` of each commit), the current file included."""
     import subprocess
 
     def git(*args: str) -> str:
         return subprocess.run(["git", "-C", str(root), *args], check=True, capture_output=True, text=True).stdout
 
-    out: dict[str, dict[str, list[str]]] = {}
+    out: dict[str, Any] = {}
     for path in sorted(Path(root, "labs").glob("lab*.ipynb")):
         rel = path.relative_to(root).as_posix()
         texts = [path.read_text(encoding="utf-8")]
@@ -267,15 +285,20 @@ def history_digests(root: Path) -> dict[str, dict[str, list[str]]]:
                 texts.append(git("show", f"{rev}:{names[-1]}"))
             except subprocess.CalledProcessError:
                 continue
-        lab = out.setdefault(assign.lab_name(path), {})
+        checks: dict[str, list[str]] = {}
+        releases: list[dict[str, str]] = []
         for text in texts:
             try:
-                nb = json.loads(text)
-            except ValueError:
+                digests = released_cell_digests(json.loads(text))
+            except (ValueError, AttributeError, TypeError):
                 continue
-            for key, digest in released_cell_digests(nb).items():
-                if digest not in lab.setdefault(key, []):
-                    lab[key].append(digest)
+            for key, digest in digests.items():
+                if digest not in checks.setdefault(key, []):
+                    checks[key].append(digest)
+            release = {k: d for k, d in digests.items() if k != "__setup__"}
+            if release not in releases:
+                releases.append(release)
+        out[assign.lab_name(path)] = {"checks": checks, "releases": releases}
     return out
 
 
