@@ -161,9 +161,10 @@ def check_rng(check: str):
     return np.random.default_rng(derive(_STATE.seed, check))
 
 
-# The names a check's probing part gets from the grader, overriding the student's globals of the same name.
-GRADER_NAMES = ("probe", "written", "check_rng", "student_source", "student_sources", "calls_in", "mode",
-                "ProbeError")
+# The names a check's probing part gets from the grader, overriding the student's globals of the same name: what
+# the labs' setup cells import from this module, and its other functions a check calls. (Not ``mode``: labs use
+# that name for their own variables.)
+GRADER_NAMES = ("probe", "written", "check_rng", "student_source", "calls_in")
 CHECK_FILENAME = "<xlalab check>"   # never in linecache: a traceback shows no line of a check
 
 
