@@ -30,7 +30,10 @@ CELL_TIMEOUT = 20
 TIMEOUT = 90
 MEMORY_GB = 3
 MAX = 6.0
-P1 = {"p1-scale": 2.0, "p1-scale-random": 2.0}   # the checks before the cell "p1-hidden"
+P1 = {"p1-scale": 2.0, "p1-scale-random": 2.0}   # the checks of part 1
+# What a hand-in earns whose kernel dies or hangs in a cell right after "p1-check": the visible check before it;
+# hidden checks run after all the student's cells, so they never run.
+BEFORE_P1_CHECK_END = {"p1-scale": 2.0, "p1-scale-random": 0, "p2-total": 0, "p2-total-random": 0}
 
 
 WRONG_SCALE = "def scale(x, k):\n    return np.asarray(x, dtype=float) * 0 + 1.0"
@@ -174,14 +177,14 @@ def test_endless_loop_times_out_that_cell_only(batch):
 
 def test_loop_ignoring_sigint_ends_with_earlier_points(batch):
     r = row(batch, "sigint_ignored_loop")
-    assert earned(r) == {**P1, "p2-total": 0, "p2-total-random": 0}, r
+    assert earned(r) == BEFORE_P1_CHECK_END, r
     assert r.seconds < TIMEOUT
 
 
 @pytest.mark.parametrize("name, why", [("os_exit", "exit code 1"), ("segfault", "SIGSEGV")])
 def test_dead_kernel_keeps_earlier_points_and_is_noticed_fast(batch, name, why):
     r = row(batch, name)
-    assert earned(r) == {**P1, "p2-total": 0, "p2-total-random": 0}, r
+    assert earned(r) == BEFORE_P1_CHECK_END, r
     assert why in r.status
     # Noticed within seconds, not at the cell timeout for each remaining cell.
     assert r.seconds < TIMEOUT / 2
@@ -281,7 +284,7 @@ def test_wall_clock_limit_ends_the_notebook_and_its_kernel(lab_root, tmp_path):
                                    cell_timeout=120, timeout=15, memory_gb=MEMORY_GB, sandbox="none")
     assert time.monotonic() - start < 60
     assert "time limit 15 s reached" in r.status
-    assert earned(r)["p1-scale"] == 2 and r.total == 4, r
+    assert earned(r)["p1-scale"] == 2 and r.total == 2, r   # hidden checks come last: never reached
     pid = int(pid_file.read_text())
     time.sleep(0.5)
     assert not _running(pid), "the kernel of a notebook that ran out of time was left running"
@@ -334,7 +337,8 @@ def test_command_line_prints_a_summary(lab_root, tmp_path, capsys):
 
 
 def test_checks_stay_after_the_students_own_cells(lab_root):
-    """A student's extra cell after an answer runs before that answer's checks, even a deleted check's."""
+    """A student's extra cell after an answer runs before that answer's checks, even a deleted visible check's;
+    hidden checks run after every cell of the hand-in."""
     lab = grade.load_lab(lab_root / "solutions" / f"{SAMPLE}.ipynb")
 
     def order(nb):
@@ -342,15 +346,16 @@ def test_checks_stay_after_the_students_own_cells(lab_root):
         return [c.id for c in graded.cells]
 
     ids = order(insert_after(answered(lab_root), "p1-answer", "x = 1"))
-    assert ids.index("student-extra") < ids.index("xlalab-check-0") < ids.index("xlalab-check-1")
+    assert ids.index("student-extra") < ids.index("xlalab-check-0") < ids.index("p2-answer") \
+        < ids.index("report") < ids.index("xlalab-check-1")
     nb = insert_after(answered(lab_root), "p1-answer", "x = 1")
     nb.cells = [c for c in nb.cells if c.get("id") != "p1-check"]
     ids = order(nb)
-    assert ids.index("student-extra") < ids.index("xlalab-check-0") < ids.index("xlalab-check-1") \
-        < ids.index("p2-answer")
+    assert ids.index("student-extra") < ids.index("xlalab-check-0") < ids.index("p2-answer")
     ids = order(insert_after(answered(lab_root), "p1-check", "x = 1"))
-    assert ids.index("xlalab-check-1") < ids.index("student-extra") < ids.index("p2-answer")
+    assert ids.index("xlalab-check-0") < ids.index("student-extra") < ids.index("p2-answer")
     assert ids[:2] == ["xlalab-grader-init", "setup"]
+    assert ids[-2:] == ["xlalab-check-1", "xlalab-check-3"]
 
 
 def test_a_kernel_that_cannot_start_its_setup_scores_nothing(lab_root, tmp_path):

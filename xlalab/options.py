@@ -181,7 +181,9 @@ class AssignOptions:
     record_built_with: bool = opt(False, action="store_true", config=False,
                                   help="first write this environment's TensorFlow version and XLA backend to "
                                        "xlalab/built_with.json (what @BUILT_WITH@ and the setup cell's note "
-                                       "compare with)")
+                                       "compare with); after writing labs/, record the digests of every released "
+                                       "version of each check (git history of labs/) in "
+                                       "xlalab/grading/released_checks.json")
 
 
 @dataclass

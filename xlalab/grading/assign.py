@@ -361,6 +361,10 @@ def run(args: AssignOptions) -> int:
             target.parent.mkdir(parents=True, exist_ok=True)
             target.write_text(text, encoding="utf-8")
             print(f"wrote {target}")
+    if args.record_built_with and not args.check:
+        from xlalab.grading.build import record_released_checks
+
+        print(f"recorded the released versions of every check in {record_released_checks(root)}")
     if args.check:
         expected = {Path(root, "labs", p.name).resolve() for p in paths}
         if not args.solutions:  # a full check also finds labs without a solution

@@ -106,7 +106,7 @@ def summarize(lab: Lab, rows: list[Row], pairs: list[Pair] | None = None, *,
     for r in ran:
         for x in r.checks:
             if not x.passed and x.check in order:
-                counts[(x.check, shown(x.message))] += 1
+                counts[(x.check, shown(x.detail or x.message))] += 1
     messages = [{"check": chk, "hidden": hidden[chk], "message": msg, "students": n,
                  "share": n / len(ran) if ran else 0.0}
                 for (chk, msg), n in sorted(counts.items(), key=lambda kv: (-kv[1], order[kv[0][0]], kv[0][1]))]

@@ -29,6 +29,8 @@ def feedback_text(row: Row) -> str:
             got = "not scored yet" if a.earned is None else fmt.points(a.earned)
             comment = (a.comment or "").replace("|", "\\|").replace("\n", " ")
             lines.append(f"| `{a.answer}` | {got} / {fmt.points(a.points)} | {comment} |")
+    if row.notes:
+        lines += ["", "## Notes", ""] + [f"- {t}" for t in row.notes]
     if row.tampering:
         lines += ["", "## Tampering", ""] + [f"- {t}" for t in row.tampering]
     if row.restored:

@@ -7,7 +7,9 @@ answer cell, nor a given cell that reads a name an answer defines) and every che
 order; there :func:`~xlalab.grading.probe.probe` replays the records.
 
 :func:`check_problems` is the static rule ``make labs`` enforces: outside the callables passed to ``probe``, a
-check reads only names the judge has (the setup's, the given cells', its own or an earlier check's, builtins).
+check reads only names the judge has (the setup's, the given cells', its own or an earlier check's, builtins);
+and since a graded check runs in a namespace of its own (:func:`xlalab.grading.probe.run_check`), no other cell
+after a check, and no check's probing part, reads a name that only check cells bind.
 """
 
 from __future__ import annotations
@@ -215,6 +217,85 @@ def _unseeded(tree: ast.AST) -> set[str]:
     return out
 
 
+def _loads(tree: ast.AST) -> set[str]:
+    return {n.id for n in ast.walk(tree) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
+
+
+def isolation_problems(nb: Any) -> list[str]:
+    """Cells that read a name bound only by check cells: while a student works a check binds its names in the
+    kernel, but a graded check runs in a namespace of its own (:func:`xlalab.grading.probe.run_check`), so a
+    later cell, or another check's probing part, would not find them when grading."""
+    trees: list[tuple[int, Any, ast.Module]] = []
+    check_bound: set[str] = set()
+    other_bound: set[str] = set()
+    for i, cell in enumerate(nb.cells):
+        if cell.cell_type != "code":
+            continue
+        try:
+            tree = _parse(cell.source)
+        except SyntaxError:
+            continue
+        trees.append((i, cell, tree))
+        (check_bound if "check" in assign.xmeta(cell) else other_bound).update(top_bound(tree))
+    only_checks = check_bound - other_bound - BUILTINS
+    problems: list[str] = []
+    after_check = False
+    for i, cell, tree in trees:
+        cid = assign.xmeta(cell).get("check")
+        if cid is not None:
+            try:
+                probing = _parse(probing_part(cell.source))
+            except SyntaxError:
+                continue
+            others = sorted({_dotted(n.args[0]) if not isinstance(n.args[0], ast.Constant) else repr(n.args[0].value)
+                             for n in ast.walk(probing) if isinstance(n, ast.Call) and _dotted(n.func).split(".")[-1]
+                             == "check_rng" and n.args and not (isinstance(n.args[0], ast.Constant)
+                                                                  and n.args[0].value == cid)})
+            if others:
+                problems.append(f"check {cid!r} calls check_rng with {', '.join(others)}: a graded check draws only "
+                                f"its own inputs, check_rng({cid!r})")
+            bad = sorted((_loads(probing) - bound_names(probing)) & only_checks)
+            if bad:
+                problems.append(f"check {cid!r} reads {', '.join(bad)} in its probing part, bound only by another "
+                                "check: each graded check runs in a namespace of its own (bind it in a given cell, "
+                                "or in this check)")
+            after_check = True
+        elif after_check:
+            bad = sorted((_loads(tree) - bound_names(tree)) & only_checks)
+            if bad:
+                problems.append(f"cell {cell.get('id') or i!r} reads {', '.join(bad)}, bound only by a check cell: a "
+                                "graded check runs in a namespace of its own, so it binds nothing in the kernel")
+    return problems
+
+
+def _probe_name(node: ast.expr) -> str:
+    """A probe call's name as written: the string, or an f-string's text with ``{}`` for each value."""
+    if isinstance(node, ast.Constant):
+        return repr(node.value)
+    if isinstance(node, ast.JoinedStr):
+        return "f" + repr("".join(str(v.value) if isinstance(v, ast.Constant) else "{}" for v in node.values))
+    return ast.unparse(node)
+
+
+def shared_probe_names(nb: Any) -> list[str]:
+    """Probe names that more than one check uses. The judge replays a name's records in the order of the calls,
+    and its checks run in the source's order, while the student's notebook runs the hidden checks last: a name
+    shared by two checks could be replayed to the wrong one."""
+    users: dict[str, list[str]] = {}
+    for cell in nb.cells:
+        cid = assign.xmeta(cell).get("check")
+        if cell.cell_type != "code" or cid is None:
+            continue
+        try:
+            tree = _parse(probing_part(cell.source))
+        except SyntaxError:
+            continue
+        for name in {_probe_name(n.args[0]) for n in ast.walk(tree) if _is_probe_call(n) and n.args}:
+            users.setdefault(name, []).append(str(cid))
+    return [f"probe name {name} is used by the checks {', '.join(repr(c) for c in cids)}: give each check its own "
+            "probe names" for name, cids in users.items() if len(cids) > 1]
+
+
 def check_problems(nb: Any) -> list[str]:
     """Why each check of a solution notebook could judge with state the student controls (empty: none).
 
@@ -247,7 +328,7 @@ def check_problems(nb: Any) -> list[str]:
         if unknown:
             problems.append(f"check {cid!r} reads {', '.join(unknown)}, which the judge does not define")
         earlier |= top_bound(tree)
-    return problems
+    return problems + isolation_problems(nb) + shared_probe_names(nb)
 
 
 def build_judge(lab: Any, init_source: str) -> Any:

@@ -15,23 +15,32 @@ The mode decides what :func:`probe` does (:func:`configure`, set by the grader's
 - ``live`` (a student working; the default): call, convert, return. The whole check runs in the student's kernel,
   as immediate feedback.
 - ``record`` (the student's kernel when grading): the same, and each result (or the error it raised) is appended
-  to a records file as a JSON line; the grader receives only the probing part of each check.
+  to a records file as a JSON line; the grader receives only the probing part of each check, which
+  :func:`run_check` runs in a namespace of its own with the check's secret seed (given in that cell only).
 - ``replay`` (the judge kernel, which never runs student code): return the value the student's kernel recorded for
   that id (the n-th call of an id gets its n-th record); raise :class:`ProbeError` for an error it recorded or a
   probe that never ran. The judging part then runs on data only.
 
+Random inputs of a check come from :func:`check_rng` (check id): when grading, from a seed derived from the grading
+run's master seed and the check id (:func:`derive`). The student's kernel never gets the master seed: each graded
+check cell holds its own derived seed only, and :func:`check_rng` refuses another check's id there; the judge
+(replay) gets the master seed and derives the same seeds.
+
 Records are data, never code: JSON with every value tagged (``{"l": [...]}`` a list, ``{"d": [[k, v], ...]}`` a
 dict, ``{"a": base64}`` an array in ``.npy`` format, read with ``allow_pickle=False``), parsed with caps on
-bytes, depth, nodes and array size (:func:`parse_records`); anything else is the student's fault.
+bytes, key length, depth, nodes and array size (:func:`parse_records`; depth and value counts are bounded on the
+raw bytes before any Python object is built); anything else is the student's fault.
 """
 
 from __future__ import annotations
 
 import base64
+import hashlib
 import io
 import json
 import math
-import os
+import re
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -45,6 +54,12 @@ MAX_ARRAY_BYTES = 16 * 2**20       # one array
 MAX_STRING = 8 * 2**20             # characters of one string (an optimized HLO module with its metadata is
                                    # 1.0 MiB for Lab 6's small CPU ResNet; the grader's paths make it longer)
 MAX_CALLS = 10_000                 # probe calls recorded
+MAX_KEY = 200                      # characters of one dict key
+# Caps on the raw JSON of the records, checked before parsing: tagged data nests at most 3 JSON levels per level
+# of plain data ({"d": [[k, v]]}) under the record's own object; a plain value costs at most 4 JSON values
+# ({"l": [...]}: object, key, list, the value), a record line a few more.
+MAX_JSON_DEPTH = 3 * (MAX_DEPTH + 2) + 2
+MAX_JSON_VALUES = 4 * MAX_NODES + 8 * MAX_CALLS
 
 
 class ProbeError(AssertionError):
@@ -67,7 +82,9 @@ class ProbeRecord:
 class _State:
     mode: str = "live"                     # live | record | replay
     path: str | None = None                # record: the file appended to
-    seed: int | None = None                # the grader's seed for check_rng
+    seed: int | None = None                # replay: the grading run's master seed (check_rng derives from it)
+    check: str | None = None               # record: the check run_check is running ...
+    check_seed: int | None = None          # ... and its derived seed
     records: dict[str, list[ProbeRecord]] = field(default_factory=dict)   # replay
     used: dict[str, int] = field(default_factory=dict)
     sources: list[str] | None = None       # replay: the hand-in's code cells
@@ -81,12 +98,14 @@ _STATE = _State()
 def configure(mode: str, path: str | None = None, seed: int | None = None, sources: str | None = None,
               verdicts: str | None = None) -> None:
     """Set the mode (``live``, ``record`` or ``replay``); ``path``: the records file (written in record mode,
-    read in replay mode); ``seed``: the grader's seed of :func:`check_rng`; ``sources``: replay mode, a JSON file
+    read in replay mode); ``seed``: the master seed of :func:`check_rng` (replay mode; record mode gets each
+    check's derived seed from :func:`run_check`, never the master); ``sources``: replay mode, a JSON file
     of the hand-in's code cell sources (a list of strings), what :func:`student_source` reads; ``verdicts``: replay
     mode, the file :func:`passed` appends to."""
     if mode not in ("live", "record", "replay"):
         raise ValueError(f"unknown probe mode {mode!r}")
     _STATE.mode, _STATE.path, _STATE.seed = mode, path, seed
+    _STATE.check, _STATE.check_seed = None, None
     _STATE.records, _STATE.used, _STATE.calls, _STATE.sources = {}, {}, 0, None
     _STATE.verdicts = verdicts if mode == "replay" else None
     if mode == "replay":
@@ -112,14 +131,81 @@ def mode() -> str:
     return _STATE.mode
 
 
+def derive(master: int, check: str) -> int:
+    """The seed of one check's random inputs in a grading run: SHA-256 of the master seed and the check id, as a
+    63-bit int. One check's seed tells nothing of another's or of the master."""
+    digest = hashlib.sha256(f"xlalab-check-seed:{int(master)}:{check}".encode()).digest()
+    return int.from_bytes(digest[:8], "big") >> 1
+
+
 def check_rng(check: str):
-    """A NumPy Generator for a check's random inputs: seeded by the grader when grading (the same in the
-    student's kernel and the judge, so both compute the same inputs), fresh entropy while a student works."""
+    """A NumPy Generator for a check's random inputs (``rng = check_rng("my-check-id")`` in that check's cell).
+
+    Grading, the student's kernel (record mode): seeded with the running check's own seed (:func:`run_check`);
+    another check's id, or a call outside a check, is an error. The judge (replay mode): seeded with
+    :func:`derive` of the master seed, the same seed, so both compute the same inputs. While a student works
+    (live mode): fresh entropy.
+    """
     import numpy as np
 
+    if _STATE.mode == "record":
+        if _STATE.check is None or _STATE.check_seed is None:
+            raise ProbeError(f"check_rng({check!r}) was called outside a check: while grading, a check's random "
+                             "inputs exist only in that check's cell")
+        if check != _STATE.check:
+            raise ProbeError(f"check_rng({check!r}) was called in the check {_STATE.check!r}: a check draws only "
+                             "its own inputs")
+        return np.random.default_rng(_STATE.check_seed)
     if _STATE.seed is None:
         return np.random.default_rng()
-    return np.random.default_rng([_STATE.seed, *check.encode("utf-8")])
+    return np.random.default_rng(derive(_STATE.seed, check))
+
+
+# The names a check's probing part gets from the grader, overriding the student's globals of the same name: what
+# the labs' setup cells import from this module, and its other functions a check calls. (Not ``mode``: labs use
+# that name for their own variables.)
+GRADER_NAMES = ("probe", "written", "check_rng", "student_source", "calls_in")
+CHECK_FILENAME = "<xlalab check>"   # never in linecache: a traceback shows no line of a check
+
+
+def grader_names() -> dict[str, Any]:
+    """What :func:`run_check` adds to a check's namespace: this module's functions that checks call, and the
+    ``xlalab`` package itself."""
+    import xlalab
+
+    mod = sys.modules[__name__]
+    return {"xlalab": xlalab, **{name: getattr(mod, name) for name in GRADER_NAMES}}
+
+
+def _transform(source: str) -> str:
+    """``source`` with IPython's syntax (magics) made Python, where IPython is installed."""
+    try:
+        from IPython.core.inputtransformer2 import TransformerManager
+    except ImportError:
+        return source
+    return TransformerManager().transform_cell(source)
+
+
+def run_check(check: str, seed: int, source: str) -> None:
+    """Run a graded check's probing part (``source``) in its own namespace, with ``seed`` for :func:`check_rng`.
+
+    The namespace is a shallow copy of the caller's globals (the kernel's, where the student's names are) with
+    :func:`grader_names` over them: a student's global named ``probe``, ``written`` or ``check_rng`` neither
+    breaks the check, nor is a name the check binds (``got``, ``x``, ``model`` ...) left in the kernel. The code
+    is compiled under a file name that is in no line cache; its namespace is cleared when it ends.
+    """
+    caller = sys._getframe(1).f_globals
+    ns = dict(caller)
+    ns.update(grader_names())
+    ns["__name__"] = "__xlalab_check__"
+    code = compile(_transform(source), CHECK_FILENAME, "exec")
+    previous = (_STATE.check, _STATE.check_seed)
+    _STATE.check, _STATE.check_seed = check, int(seed)
+    try:
+        exec(code, ns)   # the lab's own check, built by the grader
+    finally:
+        _STATE.check, _STATE.check_seed = previous
+        ns.clear()
 
 
 def probe(name: str, fn: Callable[[], Any]) -> Any:
@@ -201,6 +287,8 @@ def to_plain(value: Any, name: str = "?", depth: int = 0) -> Any:
             if type(k) is not str:
                 raise ProbeError(f"probe {name!r}: a dict key of type {type(k).__name__} (only str keys are "
                                  "recorded)")
+            if len(k) > MAX_KEY:
+                raise ProbeError(f"probe {name!r}: a dict key of {len(k):,} characters (at most {MAX_KEY})")
             out[k] = to_plain(v, name, depth + 1)
         return out
     if isinstance(value, np.generic) and t.__module__ == "numpy" and value.dtype.kind in "biuf":
@@ -291,6 +379,8 @@ def decode(node: Any, budget: list[int], depth: int = 0) -> Any:
         for item in body:
             if type(item) is not list or len(item) != 2 or type(item[0]) is not str:
                 raise RecordsError("a malformed dict entry")
+            if len(item[0]) > MAX_KEY:
+                raise RecordsError(f"a dict key longer than {MAX_KEY} characters")
             out[_text(item[0])] = decode(item[1], budget, depth + 1)
         return out
     if tag == "f" and body in ("nan", "inf", "-inf"):
@@ -309,11 +399,48 @@ def decode(node: Any, budget: list[int], depth: int = 0) -> Any:
     raise RecordsError(f"an unknown tag {str(tag)[:20]!r}")
 
 
+_JSON_STRING = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"', re.S)
+_RECORD_KEYS = {"probe", "value", "error"}
+
+
+def _json_depth(text: bytes) -> int:
+    """The deepest nesting of ``[`` and ``{`` in JSON text without its strings (in chunks: bounded memory)."""
+    import numpy as np
+
+    step = np.zeros(256, dtype=np.int8)
+    step[[ord("["), ord("{")]] = 1
+    step[[ord("]"), ord("}")]] = -1
+    deepest, level = 0, 0
+    chunk = 1 << 20
+    for start in range(0, len(text), chunk):
+        depth = np.cumsum(step[np.frombuffer(text, np.uint8, min(chunk, len(text) - start), start)],
+                          dtype=np.int64) + level
+        if len(depth):
+            deepest, level = max(deepest, int(depth.max())), int(depth[-1])
+    return deepest
+
+
+def prescan(raw: bytes, line: int, values: int) -> int:
+    """Refuse a records line nested deeper than :data:`MAX_JSON_DEPTH` or holding, with ``values`` JSON values of
+    the lines before it, more than :data:`MAX_JSON_VALUES`, from its bytes alone (strings skipped), before
+    ``json.loads`` builds anything; the running count of values."""
+    bare = _JSON_STRING.sub(b'""', raw)
+    opens = bare.count(b"[") + bare.count(b"{")
+    # A value is the first element of a container, or follows a comma or a colon (a dict key is one too).
+    values += 1 + opens + bare.count(b",") + bare.count(b":")
+    if values > MAX_JSON_VALUES:
+        raise RecordsError(f"the probe records hold more than {MAX_JSON_VALUES:,} JSON values (line {line})")
+    if opens > MAX_JSON_DEPTH and _json_depth(bare) > MAX_JSON_DEPTH:
+        raise RecordsError(f"line {line} of the probe records is nested deeper than {MAX_JSON_DEPTH} levels")
+    return values
+
+
 def parse_records(data: bytes) -> dict[str, list[ProbeRecord]]:
     """The records of a records file (JSON lines, see the module), per probe name in call order.
 
     Raises :class:`RecordsError` on more than :data:`MAX_RECORDS_BYTES`, a malformed line or a value beyond the
-    caps. Never evaluates anything: JSON, and ``.npy`` read without pickle.
+    caps; depth and value counts are checked on each line's bytes before it is parsed (:func:`prescan`). Never
+    evaluates anything: JSON, and ``.npy`` read without pickle.
     """
     if len(data) > MAX_RECORDS_BYTES:
         raise RecordsError(f"the probe records are larger than {MAX_RECORDS_BYTES // 2**20} MiB")
@@ -322,14 +449,17 @@ def parse_records(data: bytes) -> dict[str, list[ProbeRecord]]:
     lines = data.split(b"\n")
     if len(lines) > MAX_CALLS + 1:
         raise RecordsError(f"more than {MAX_CALLS:,} probe records")
+    values = 0
     for i, raw in enumerate(lines, 1):
         if not raw.strip():
             continue
+        values = prescan(raw, i, values)
         try:
             line = json.loads(raw.decode("utf-8"))
         except (ValueError, RecursionError, UnicodeDecodeError):
             raise RecordsError(f"line {i} of the probe records is not JSON") from None
-        if type(line) is not dict or type(line.get("probe")) is not str or len(line["probe"]) > 200:
+        if type(line) is not dict or type(line.get("probe")) is not str or len(line["probe"]) > 200 \
+                or not set(line) <= _RECORD_KEYS:
             raise RecordsError(f"line {i} of the probe records is not a probe record")
         if "error" in line and line["error"] is not None:
             err = line["error"]
@@ -438,9 +568,3 @@ def calls_in(source: str | None) -> set[str]:
                 out.add(parts[0])
                 out.add(".".join(reversed(parts)))
     return out
-
-
-def env_seed() -> int | None:
-    """The seed in ``$XLALAB_PROBE_SEED`` (tests), if any."""
-    value = os.environ.get("XLALAB_PROBE_SEED")
-    return int(value) if value and value.isdigit() else None

@@ -22,13 +22,18 @@ GRADER_CELLS = ("xlalab-grader-init", "xlalab-judge-init")
 
 @dataclass
 class CheckResult:
-    """One check of one submission: passed only if nbval passed its cell in the judge notebook."""
+    """One check of one submission: passed only if nbval passed its cell in the judge notebook.
+
+    ``message`` is what the student reads (for a failed hidden check, a generic reason: :func:`hidden_message`);
+    ``detail`` the full reason of a failed hidden check, for the instructor only (the class report).
+    """
 
     check: str
     points: float
     hidden: bool
     passed: bool
     message: str = ""
+    detail: str = ""
 
     @property
     def earned(self) -> float:
@@ -69,6 +74,7 @@ class Row:
     checks: list[CheckResult] = field(default_factory=list)
     status: str = STATUS_OK
     tampering: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)      # not tampering: check cells of an earlier release
     restored: list[str] = field(default_factory=list)
     cell_errors: list[str] = field(default_factory=list)
     seconds: float = 0.0
@@ -177,49 +183,29 @@ def blocked_notes(errors: list[str], *, sandbox_on: bool, memory_gb: float, work
 
 
 
-_NUMPY_LINES = re.compile(r"(Not equal to tolerance rtol=[-+\w.]+, atol=[-+\w.]+|Arrays are not equal|"
-                          r"Arrays are not almost equal to \d+ decimals|Items are not equal:?|"
-                          r"\(shapes \(\d*(, ?\d+)*,?\), \(\d*(, ?\d+)*,?\) mismatch\))")
-_GRADER_LINES = re.compile(r"(did not run.*|not judged.*|"
-                           r"(?:xlalab\.grading\.probe\.)?ProbeError: probe '[^']{0,200}'.*|"
-                           r"KeyboardInterrupt|.*Timeout.*|the kernel died.*|failed|not graded|.*Kernel dead.*)")
+# What a failed hidden check's feedback may say as is: the grader's own words about the run, which carry nothing of
+# the check (its source, inputs or expected values).
+_RUN_REASONS = re.compile(r"(not judged: .*|not graded: .*|did not run: the lab's setup cell failed.*|"
+                          r"did not run: the grader could not set up.*|did not run: the kernel had died.*|"
+                          r"the judge's cell passed but the check did not reach its end.*)", re.S)
+_KIND = re.compile(r"(?:did not run: )?(?:[A-Za-z_]\w*\.)*([A-Z]\w{0,80}(?:Error|Exception|Interrupt|Exit|Warning))"
+                   r"(?::|$)")
 
 
-def _literal_patterns(body: str) -> list[re.Pattern]:
-    """The check's own messages: each string literal of its code, an f-string's values matching anything."""
-    import ast
-
-    try:
-        tree = ast.parse(body)
-    except (SyntaxError, ValueError, RecursionError, MemoryError):
-        return []
-    out = []
-    for node in ast.walk(tree):
-        if isinstance(node, ast.JoinedStr):
-            parts = [re.escape(str(v.value)) if isinstance(v, ast.Constant) else r"[^\n]{0,80}?" for v in node.values]
-            out.append(re.compile("".join(parts)))
-        elif isinstance(node, ast.Constant) and isinstance(node.value, str) and len(node.value.strip()) >= 3:
-            out.append(re.compile(re.escape(node.value)))
-    return out
-
-
-def hidden_message(message: str, body: str) -> str:
-    """What the feedback may say about a failed hidden check: its exception type, and the detail only if it is
-    one of the check's own messages (a string literal of its code), a NumPy testing line or the grader's own
-    words. Anything else may carry the check's code (e.g. read by the student's function from the frame that
-    called it), so it is withheld."""
+def hidden_message(message: str) -> str:
+    """What the feedback says about a failed hidden check: the grader's reason when the run itself failed (a
+    time limit, a dead kernel, refused records), else only that it failed and the exception's type. An error
+    message may quote the check's inputs or expected value (an assertion's f-string, or the student's function
+    naming its argument), so it is never shown; the full message is the instructor's (``CheckResult.detail``)."""
     message = (message or "").strip()
-    if _GRADER_LINES.fullmatch(message):
+    if _RUN_REASONS.fullmatch(message):
         return message
-    kind, _, detail = message.partition(": ")
-    if not re.fullmatch(r"[A-Za-z_][\w.]{0,80}", kind):
-        return "the check failed (the details of a hidden check's error are not shown)"
-    detail = detail.strip()
-    if not detail:
-        return kind
-    if _NUMPY_LINES.fullmatch(detail) or any(p.fullmatch(detail) for p in _literal_patterns(body)):
-        return message
-    return f"{kind} (the details of a hidden check's error are not shown)"
+    if "Timeout" in message or "timed out" in message:
+        return "a hidden check failed: its cell ran past the cell time limit (Timeout)"
+    if "did not run in your notebook" in message:
+        return "a hidden check failed: a probe it calls did not run in your notebook"
+    m = _KIND.match(message)
+    return f"a hidden check failed: {m.group(1)}" if m else "a hidden check failed"
 
 
 def _by_check(results: list[CellResult]) -> dict[str, CellResult]:
@@ -335,8 +321,9 @@ def score(lab: Lab, student: RunOutcome, judge: RunOutcome | None, timeout: floa
             if why and ("did not run in your notebook" in message or
                         ("KeyboardInterrupt" in message and "Timeout" in why)):
                 message = why if "Timeout" in why else f"did not run: {why}"
+        detail = ""
         if check.hidden and not passed:
-            message = hidden_message(message, check.source)
-        checks.append(CheckResult(check.check, check.points, check.hidden, passed, message))
+            message, detail = hidden_message(message), message
+        checks.append(CheckResult(check.check, check.points, check.hidden, passed, message, detail))
     status = "; ".join([STATUS_OK] + [f.detail for f in run_faults(lab, student, judge, timeout, records_fault)])
     return checks, other_errors[:10], status

@@ -68,9 +68,9 @@ def grade_one(lab: Lab, student: str, path: Path, *, cell_timeout: float = GRADE
         for d in (work, priv):
             d.mkdir()
         nb_path = priv / f"{lab.name}.ipynb"
-        seed = secrets.randbits(62)
+        seed = secrets.randbits(62)   # the master seed: only each check's derived seed reaches the student's kernel
         records_path = work / RECORDS_NAME
-        graded, row.tampering = build_graded(lab, sub, records_path, seed)
+        graded, row.tampering = build_graded(lab, sub, records_path, seed, notes=row.notes)
         t0, cpu0 = time.monotonic(), _children_cpu()
         mine = run_notebook(graded, work, priv, nb_path, cell_timeout=cell_timeout, timeout=timeout,
                             memory_gb=memory_gb, env=env, sandbox=box, records=records_path)
