@@ -318,7 +318,9 @@ def _build(name: str, answer: dict[str, Any], result: dict[str, Any]) -> GpuComp
     return GpuCompiled(target=name, device=target(name).device_name, text=answer["text"], module=module,
                        kernels=kernels_of(module, peaks), memory=answer["memory"], versions=result["versions"],
                        xla_flags=result.get("xla_flags", ""), compile_seconds=answer.get("compile_seconds", 0.0),
-                       roof=f"{peaks.name}: {peaks.bandwidth_gbps:g} GB/s, {peaks.tflops} TFLOP/s ({peaks.source})")
+                       roof=f"{peaks.name}: {peaks.bandwidth_gbps:g} GB/s, "
+                       + ", ".join(f"{k} {v:g}" for k, v in peaks.tflops.items())
+                       + f" TFLOP/s; f32 products at the TF32 rate where there is one ({peaks.source})")
 
 
 def compile_jobs(jobs: Sequence[dict[str, Any]], targets_: Iterable[str], *, xla_flags: Sequence[str] = (),
@@ -389,6 +391,104 @@ def private_api_check(timeout: float = 300.0) -> list[str]:
     return problems
 
 
+# ---------------------------------------------------------------------------------------------
+# Reports and the command.
+
+def _flops_text(n: int) -> str:
+    if not n:
+        return "0"
+    for unit, scale in (("TFLOP", 1e12), ("GFLOP", 1e9), ("MFLOP", 1e6), ("kFLOP", 1e3)):
+        if n >= scale:
+            return f"{n / scale:.3g} {unit}"
+    return f"{n} FLOP"
+
+
+def header(result: GpuCompiled) -> str:
+    """The lines that say where every figure of ``result`` comes from: compiler, target, autotuning, roof."""
+    flags = f"; XLA_FLAGS: {result.xla_flags}" if result.xla_flags else ""
+    return (f"XLA:GPU for {result.target} ({result.device}), compiled without a GPU by {result.compiler}{flags}\n"
+            f"autotuning: {result.autotuning}; no time here is a measurement\n"
+            f"roof for the lower bounds: {result.roof}")
+
+
+def report(result: GpuCompiled, *, with_hlo: bool = False) -> str:
+    """The kernel table of one compile (backend, bytes, FLOPs, lower bound) and its totals, as text."""
+    from xlalab.fmt import byte_size, duration
+
+    rows = [("#", "kernel", "backend", "bytes", "FLOPs", "lower bound")]
+    for i, k in enumerate(result.kernels, 1):
+        rows.append((str(i), k.name, k.backend, byte_size(k.bytes), _flops_text(k.flops), duration(k.lower_bound_s)))
+    widths = [max(len(r[c]) for r in rows) for c in range(len(rows[0]))]
+    lines = [header(result), ""]
+    for r in rows:
+        lines.append("  ".join(r[c].rjust(widths[c]) if c in (0, 3, 4, 5) else r[c].ljust(widths[c])
+                               for c in range(len(r))).rstrip())
+    t, m = result.totals(), result.memory
+    lines += ["", f"totals: {t['kernels']} kernels, {byte_size(t['bytes'])} read and written, "
+              f"{_flops_text(t['flops'])} in products; planned memory: arguments {byte_size(m.get('argument'))}, "
+              f"outputs {byte_size(m.get('output'))}, temporaries {byte_size(m.get('temp'))}, aliased "
+              f"{byte_size(m.get('alias'))}",
+              f"lower-bound time (sum of the kernels' datasheet roofline bounds, not a measurement): "
+              f"{duration(t['lower_bound_s'])}"]
+    if with_hlo:
+        lines += ["", result.text]
+    return "\n".join(lines)
+
+
+def _parse_arg(spec: str) -> Any:
+    import tensorflow as tf
+
+    shape_text, _, dtype = spec.partition(":")
+    dims = [int(d) for d in shape_text.replace("x", ",").split(",") if d.strip()]
+    return tf.TensorSpec(dims, tf.dtypes.as_dtype(dtype or "float32"))
+
+
+def program_hlo(program: str, arg_specs: Sequence[str] = ()) -> tuple[str, str]:
+    """``(name, HLO text)`` of an HLO file, or of ``module:function`` (a TensorFlow function) on its
+    ``input_signature`` or on ``arg_specs`` (``"256,512"``, ``"8,128:bfloat16"``)."""
+    path = Path(program)
+    if path.is_file():
+        return path.name, path.read_text()
+    module_name, sep, name = program.partition(":")
+    if not sep or not name:
+        raise GpuCompileError(f"{program!r} is neither an HLO file nor module:function")
+    import importlib
+
+    if str(Path.cwd()) not in sys.path:
+        sys.path.insert(0, str(Path.cwd()))
+    fn = getattr(importlib.import_module(module_name), name)
+    if arg_specs:
+        args = [_parse_arg(a) for a in arg_specs]
+    else:
+        signature = getattr(fn, "input_signature", None)
+        if not signature:
+            raise GpuCompileError(f"{program}: give the argument shapes with --arg (it has no input_signature)")
+        args = list(signature)
+    return program, tf_hlo(fn, *args)
+
+
+def run(opts: Any) -> int:
+    """``xlalab gpu-compile``: print each target's kernel table (or JSON); 1 with a clear message on failure."""
+    try:
+        name, hlo = program_hlo(opts.program, opts.arg)
+        results = compile_hlo(hlo, opts.target, xla_flags=opts.xla_flag, timeout=opts.timeout)
+    except (GpuCompileError, ImportError, AttributeError, OSError) as err:
+        print(f"xlalab gpu-compile: error: {err}", file=sys.stderr)
+        return 1
+    if opts.json:
+        data = []
+        for r in results.values():
+            d = r.as_dict()
+            if not opts.hlo:
+                d.pop("text")
+            data.append({"program": name, **d})
+        print(json.dumps(data, indent=1))
+        return 0
+    print("\n\n".join(f"== {name} on {r.target}\n{report(r, with_hlo=opts.hlo)}" for r in results.values()))
+    return 0
+
+
 __all__ = ["AUTOTUNING", "EXTRA", "GpuCompileError", "GpuCompileFailed", "GpuCompileMissing", "GpuCompileTimeout",
            "GpuCompiled", "Kernel", "Target", "UnknownTarget", "compile_hlo", "compile_jobs", "compile_tf",
-           "kernels_of", "missing_packages", "private_api_check", "target", "targets", "tf_hlo", "worker_env"]
+           "header", "kernels_of", "missing_packages", "private_api_check", "program_hlo", "report", "run", "target",
+           "targets", "tf_hlo", "worker_env"]
