@@ -269,3 +269,41 @@ def test_importing_the_module_imports_neither_jax_nor_tensorflow():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip().splitlines()[-1] == "[]"
+
+
+# ---------------------------------------------------------------------------------------------
+# The pass pipeline on a GPU target.
+
+def test_list_dump_reads_xla_gpu_final_module_names(tmp_path):
+    from xlalab.hlo import list_dump
+
+    stem = "module_0001.a_inference_f_18__.3"
+    for suffix in (".before_optimizations.txt", ".sm_9.0a_gpu_after_optimizations.txt",
+                   ".sm_9.0a_gpu_after_optimizations-live-range.txt",
+                   ".sm_9.0a_gpu_after_optimizations-buffer-assignment.txt", ".priority_fusion_dump.txt"):
+        (tmp_path / (stem + suffix)).write_text("HloModule m\n")
+    stages = {(f.stage, f.module) for f in list_dump(tmp_path)}
+    assert ("after_optimizations", "a_inference_f_18__.3") in stages
+    assert ("buffer-assignment", "a_inference_f_18__.3") in stages
+    finals = [f for f in list_dump(tmp_path) if f.stage == "after_optimizations"]
+    assert [f.path.name for f in finals] == [stem + ".sm_9.0a_gpu_after_optimizations.txt"]
+
+
+@pytest.mark.heavy
+@needs_extra
+def test_passes_and_flipbook_for_h100_show_xla_gpu_passes_and_priority_fusion_decisions():
+    import tensorflow as tf
+
+    from xlalab import hlo
+
+    frames = hlo.passes(lambda x, w: tf.nn.softmax(tf.nn.relu(x @ w) * 2.0 + 1.0), tf.zeros([64, 128]),
+                        tf.zeros([128, 256]), target="H100-SXM")
+    assert frames.target == "H100-SXM" and frames.autotuning.startswith("not run") and "jaxlib" in frames.compiler
+    names = [f.pass_name for f in frames]
+    assert "triton-gemm-rewriter" in names and "priority-fusion" in names, names
+    fusion = frames.find("priority-fusion")
+    assert any(d.kind == "fused" for d in fusion.decisions), fusion.decisions
+    assert "priority_fusion_dump" in frames.decision_source
+    assert fusion.counters["kernels"] < frames[0].counters["kernels"]
+    book = hlo.flipbook(frames)
+    assert "XLA:GPU&#x27;s passes for H100-SXM" in book.html and "autotuning not run" in book.html

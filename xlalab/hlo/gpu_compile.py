@@ -272,20 +272,24 @@ def missing_packages() -> list[str]:
     return out
 
 
-def worker_env(xla_flags: Sequence[str] = ()) -> dict[str, str]:
+def worker_env(xla_flags: Sequence[str] = (), vmodule: str = "") -> dict[str, str]:
     """The compiler subprocess's environment: the one place it is set.
 
     ``JAX_PLATFORMS=cpu`` keeps the CUDA plugin from calling ``cuInit`` (no driver here) while its compile-only
     topology stays available; ``XLA_FLAGS`` is exactly ``xla_flags`` (the caller's own is not inherited);
-    TensorFlow's and XLA's informational logging is quietened.
+    XLA's informational logging is quietened, unless ``vmodule`` asks for some modules' log (``TF_CPP_VMODULE``).
     """
     env = {k: v for k, v in os.environ.items() if not k.startswith(("XLA_", "JAX_", "TF_"))}
     env.update({"JAX_PLATFORMS": "cpu", "XLA_FLAGS": " ".join(xla_flags), "TF_CPP_MIN_LOG_LEVEL": "2",
                 "JAX_ENABLE_COMPILATION_CACHE": "false"})
+    if vmodule:
+        env.update({"TF_CPP_MIN_LOG_LEVEL": "0", "TF_CPP_VMODULE": vmodule})
     return env
 
 
-def _run_worker(request: dict[str, Any], xla_flags: Sequence[str], timeout: float) -> dict[str, Any]:
+def _run_worker(request: dict[str, Any], xla_flags: Sequence[str], timeout: float,
+                vmodule: str = "") -> tuple[dict[str, Any], str]:
+    """Run the worker on ``request``: its result and its stderr (XLA's log)."""
     missing = missing_packages()
     if missing:
         raise GpuCompileMissing(f"compiling for a GPU without one needs the {EXTRA!r} extra: "
@@ -294,8 +298,9 @@ def _run_worker(request: dict[str, Any], xla_flags: Sequence[str], timeout: floa
         req, res = Path(tmp) / "request.json", Path(tmp) / "result.json"
         req.write_text(json.dumps(request))
         try:
-            proc = subprocess.run([sys.executable, "-I", str(WORKER), str(req), str(res)], env=worker_env(xla_flags),
-                                  cwd=tmp, capture_output=True, text=True, timeout=timeout)
+            proc = subprocess.run([sys.executable, "-I", str(WORKER), str(req), str(res)],
+                                  env=worker_env(xla_flags, vmodule), cwd=tmp, capture_output=True, text=True,
+                                  timeout=timeout)
         except subprocess.TimeoutExpired:
             raise GpuCompileTimeout(f"the XLA:GPU compile ran past its timeout of {timeout:g} s and was killed "
                                     "(raise timeout=, or compile fewer targets at once)") from None
@@ -305,7 +310,7 @@ def _run_worker(request: dict[str, Any], xla_flags: Sequence[str], timeout: floa
         result: dict[str, Any] = json.loads(res.read_text())
     if result.get("error"):
         raise GpuCompileFailed(result["error"])
-    return result
+    return result, proc.stderr
 
 
 def _build(name: str, answer: dict[str, Any], result: dict[str, Any]) -> GpuCompiled:
@@ -336,7 +341,7 @@ def compile_jobs(jobs: Sequence[dict[str, Any]], targets_: Iterable[str], *, xla
     if not chosen:
         raise UnknownTarget(f"no target given; shipped: {', '.join(targets())}")
     request = {"targets": {t.name: t.config_text for t in chosen}, "jobs": list(jobs)}
-    result = _run_worker(request, xla_flags, timeout)
+    result, _ = _run_worker(request, xla_flags, timeout)
     out: dict[str, list[GpuCompiled]] = {}
     for t in chosen:
         answer = result["targets"].get(t.name, {"error": "no answer"})
@@ -359,6 +364,20 @@ def compile_hlo(hlo: str, targets_: str | Iterable[str], *, xla_flags: Sequence[
     names = [targets_] if isinstance(targets_, str) else list(targets_)
     per = compile_jobs([{"hlo": hlo}], names, xla_flags=xla_flags, timeout=timeout)
     return {name: results[0] for name, results in per.items()}
+
+
+def compile_with_dump(hlo: str, target_name: str, directory: str | os.PathLike, *, vmodule: str = "",
+                      xla_flags: Sequence[str] = (), timeout: float = DEFAULT_TIMEOUT_S) -> tuple[GpuCompiled, str]:
+    """Compile ``hlo`` for one target with XLA writing the module after every pass that changed it into
+    ``directory`` (``--xla_dump_to``, ``--xla_dump_hlo_pass_re=.*``; XLA:GPU's priority fusion adds its decisions
+    file); returns the result and the compiler's log (its stderr, with ``vmodule``'s logging on)."""
+    t = target(target_name)
+    flags = [*xla_flags, f"--xla_dump_to={Path(directory)}", "--xla_dump_hlo_pass_re=.*"]
+    result, log = _run_worker({"targets": {t.name: t.config_text}, "jobs": [{"hlo": hlo}]}, flags, timeout, vmodule)
+    answer = result["targets"].get(t.name, {"error": "no answer"})
+    if "error" in answer:
+        raise GpuCompileFailed(f"XLA:GPU could not set up target {t.name}: {answer['error']}")
+    return _build(t.name, answer["jobs"][0], result), log
 
 
 def tf_hlo(fn: Callable, *args: Any) -> str:
@@ -490,5 +509,5 @@ def run(opts: Any) -> int:
 
 __all__ = ["AUTOTUNING", "EXTRA", "GpuCompileError", "GpuCompileFailed", "GpuCompileMissing", "GpuCompileTimeout",
            "GpuCompiled", "Kernel", "Target", "UnknownTarget", "compile_hlo", "compile_jobs", "compile_tf",
-           "header", "kernels_of", "missing_packages", "private_api_check", "program_hlo", "report", "run", "target",
-           "targets", "tf_hlo", "worker_env"]
+           "compile_with_dump", "header", "kernels_of", "missing_packages", "private_api_check", "program_hlo",
+           "report", "run", "target", "targets", "tf_hlo", "worker_env"]
