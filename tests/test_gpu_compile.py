@@ -307,3 +307,37 @@ def test_passes_and_flipbook_for_h100_show_xla_gpu_passes_and_priority_fusion_de
     assert fusion.counters["kernels"] < frames[0].counters["kernels"]
     book = hlo.flipbook(frames)
     assert "XLA:GPU&#x27;s passes for H100-SXM" in book.html and "autotuning not run" in book.html
+
+
+# ---------------------------------------------------------------------------------------------
+# A machine whose TensorFlow sees the target's GPU compiles there (simulated: no GPU here).
+
+def test_the_local_gpu_is_compiled_on_the_device_and_says_so(monkeypatch):
+    import tensorflow as tf
+
+    from xlalab.hlo import source
+
+    calls: list[Any] = []
+
+    def on_device(fn, *args, stage):
+        calls.append(stage)
+        return "HloModule m\n\nENTRY e {\n  p = f32[8] parameter(0)\n  ROOT n = f32[8] negate(p)\n}\n"
+
+    monkeypatch.setattr(g, "local_gpu_target", lambda: "H100-SXM")
+    monkeypatch.setattr(source, "hlo_text", on_device)
+
+    def deviceless(hlo, names, **kw):
+        calls.append(("deviceless", tuple(names)))
+        return {n: f"compiled without a GPU for {n}" for n in names}
+
+    monkeypatch.setattr(g, "compile_hlo", deviceless)
+    got = g.compile_tf(lambda x: -x, tf.zeros([8]), targets=["H100-SXM"])
+    assert calls == ["optimized_hlo"], calls
+    r = got["H100-SXM"]
+    assert r.autotuning == g.ON_DEVICE and "autotuned" in g.header(r) and "without a GPU" not in g.header(r)
+    assert r.memory == {} and "not read" in r.extra["memory"]
+    assert [k.bytes for k in r.kernels] == [64]
+    calls.clear()
+    both = g.compile_tf(lambda x: -x, tf.zeros([8]), targets=["T4", "H100-SXM"])
+    assert ("deviceless", ("T4",)) in calls and "optimized_hlo" in calls
+    assert list(both) == ["T4", "H100-SXM"] and both["T4"] == "compiled without a GPU for T4"

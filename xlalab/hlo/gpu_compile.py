@@ -172,6 +172,8 @@ class GpuCompiled:
     def compiler(self) -> str:
         """The compiler in words: ``"XLA:GPU from jaxlib 0.10.2 (CUDA plugin 0.10.2), ptxas 12.9"``."""
         v = self.versions
+        if "tensorflow" in v:
+            return f"XLA:GPU in TensorFlow {v['tensorflow']}, on this machine's GPU"
         return (f"XLA:GPU from jaxlib {v.get('jaxlib', '?')} (CUDA plugin {v.get('cuda_plugin', '?')}), "
                 f"ptxas {v.get('ptxas', '?')}")
 
@@ -387,10 +389,54 @@ def tf_hlo(fn: Callable, *args: Any) -> str:
     return hlo_text(fn, *args, stage="hlo")
 
 
+ON_DEVICE = "run on this machine's GPU by TensorFlow (autotuned)"
+
+
+def local_gpu_target() -> str | None:
+    """The ``GPU_PEAKS`` key of the GPU TensorFlow sees on this machine (the first), else ``None``.
+
+    ``XLALAB_FAKE_GPU`` names no device here: a faked GPU is still compiled without a GPU.
+    """
+    from xlalab import hw
+
+    if hw.fake_gpu():
+        return None
+    found = hw.gpus()
+    return hw.gpu_key(found[0]["name"]) if found else None
+
+
+def _on_device(fn: Callable, args: Sequence[Any], name: str) -> GpuCompiled:
+    """``fn(*args)`` compiled by TensorFlow on this machine's GPU, autotuned: its optimized module."""
+    import tensorflow as tf
+
+    from xlalab.hw import GPU_PEAKS
+
+    from .source import hlo_text
+
+    text = hlo_text(fn, *args, stage="optimized_hlo")
+    module = parse(text)
+    peaks = GPU_PEAKS[name]
+    return GpuCompiled(target=name, device=name, text=text, module=module, kernels=kernels_of(module, peaks),
+                       memory={}, versions={"tensorflow": tf.__version__}, autotuning=ON_DEVICE,
+                       roof=f"{peaks.name}: {peaks.bandwidth_gbps:g} GB/s ({peaks.source})",
+                       extra={"memory": "not read: TensorFlow's API does not give the executable's memory statistics"})
+
+
 def compile_tf(fn: Callable, *args: Any, targets: str | Iterable[str], xla_flags: Sequence[str] = (),
                timeout: float = DEFAULT_TIMEOUT_S) -> dict[str, GpuCompiled]:
-    """Compile a TensorFlow function on ``args`` for each target (:func:`tf_hlo`, then :func:`compile_hlo`)."""
-    return compile_hlo(tf_hlo(fn, *args), targets, xla_flags=xla_flags, timeout=timeout)
+    """Compile a TensorFlow function on ``args`` for each target (:func:`tf_hlo`, then :func:`compile_hlo`).
+
+    A target that is the GPU TensorFlow sees here (:func:`local_gpu_target`, without ``xla_flags``) is compiled by
+    TensorFlow on that GPU instead, autotuned; its ``autotuning`` says so (:data:`ON_DEVICE`) and its ``memory``
+    is empty (not read).
+    """
+    names = [target(t).name for t in ([targets] if isinstance(targets, str) else targets)]
+    local = local_gpu_target() if not xla_flags else None
+    out = {n: _on_device(fn, args, n) for n in names if n == local}
+    rest = [n for n in names if n not in out]
+    if rest:
+        out.update(compile_hlo(tf_hlo(fn, *args), rest, xla_flags=xla_flags, timeout=timeout))
+    return {n: out[n] for n in names}
 
 
 def private_api_check(timeout: float = 300.0) -> list[str]:
@@ -425,7 +471,8 @@ def _flops_text(n: int) -> str:
 def header(result: GpuCompiled) -> str:
     """The lines that say where every figure of ``result`` comes from: compiler, target, autotuning, roof."""
     flags = f"; XLA_FLAGS: {result.xla_flags}" if result.xla_flags else ""
-    return (f"XLA:GPU for {result.target} ({result.device}), compiled without a GPU by {result.compiler}{flags}\n"
+    how = "compiled by" if result.autotuning == ON_DEVICE else "compiled without a GPU by"
+    return (f"XLA:GPU for {result.target} ({result.device}), {how} {result.compiler}{flags}\n"
             f"autotuning: {result.autotuning}; no time here is a measurement\n"
             f"roof for the lower bounds: {result.roof}")
 
@@ -508,6 +555,6 @@ def run(opts: Any) -> int:
 
 
 __all__ = ["AUTOTUNING", "EXTRA", "GpuCompileError", "GpuCompileFailed", "GpuCompileMissing", "GpuCompileTimeout",
-           "GpuCompiled", "Kernel", "Target", "UnknownTarget", "compile_hlo", "compile_jobs", "compile_tf",
-           "compile_with_dump", "header", "kernels_of", "missing_packages", "private_api_check", "program_hlo",
-           "report", "run", "target", "targets", "tf_hlo", "worker_env"]
+           "GpuCompiled", "Kernel", "ON_DEVICE", "Target", "UnknownTarget", "compile_hlo", "compile_jobs",
+           "compile_tf", "compile_with_dump", "header", "kernels_of", "local_gpu_target", "missing_packages",
+           "private_api_check", "program_hlo", "report", "run", "target", "targets", "tf_hlo", "worker_env"]
