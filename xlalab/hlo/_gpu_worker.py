@@ -14,6 +14,7 @@ from __future__ import annotations
 import importlib
 import json
 import os
+import re
 import subprocess
 import sys
 import time
@@ -103,19 +104,33 @@ def topology_device(config_text: str) -> Any:
     return topology.devices[0]
 
 
+# An array-shaped ``copy`` instruction: "%name = f32[4,8]{1,0} copy(" (a tuple's shape starts with "(").
+_COPY = re.compile(r"^(\s*(?:ROOT\s+)?%?[\w.\-]+\s*=\s*[a-z][a-z0-9]*\[[^\]]*\](?:\{[^}]*\})?\s+)copy\(", re.M)
+
+
+def without_copies(hlo_text: str) -> tuple[str, int]:
+    """``hlo_text`` with each array ``copy`` written as a reshape to the same shape, and how many there were.
+
+    A ``copy`` is the identity on values (TensorFlow puts one on each variable it returns); jaxlib's HLO-to-StableHLO
+    conversion turns it into ``mhlo.copy``, which its GPU pipeline then rejects ("failed to legalize operation
+    'mhlo.copy'"). A same-shape reshape is the same value, and XLA's simplifier removes both alike.
+    """
+    return _COPY.subn(r"\1reshape(", hlo_text)
+
+
 def compile_hlo_text(device: Any, hlo_text: str) -> tuple[str, dict[str, int]]:
     """Compile HLO text for ``device``'s target: the optimized module's text and the planned memory.
 
     Every call into jaxlib that is not public API is here: jaxlib's HLO parser to an ``HloModuleProto``, its
     conversion to a StableHLO MLIR module, the compile-only client's ``compile``, and the executable's modules
-    and memory statistics.
+    and memory statistics. A ``copy`` becomes a same-shape reshape first (:func:`without_copies`).
     """
     from jax._src import compiler
     from jax._src.interpreters import mlir as jax_mlir
     from jax._src.lib import _jax, xla_client
     from jax._src.lib.mlir import ir
     _hlo = importlib.import_module("jaxlib._hlo")
-    proto = _hlo.hlo_module_from_text(hlo_text).as_serialized_hlo_module_proto()
+    proto = _hlo.hlo_module_from_text(without_copies(hlo_text)[0]).as_serialized_hlo_module_proto()
     with jax_mlir.make_ir_context():
         module = ir.Module.parse(_jax.mlir.hlo_to_stablehlo(proto))
         options = compiler.get_compile_options(num_replicas=1, num_partitions=1)
