@@ -154,6 +154,12 @@ def test_products_are_triton_gemm_from_ampere_on_and_cublaslt_on_t4(compiled_all
             assert not {"cuBLAS call", "cuBLASLt call"} & backends, (name, backends)
         if name == "T4":
             assert "cuBLASLt call" in backends and "Triton GEMM fusion" not in backends, backends
+        # Without a GPU the configuration is XLA's default: cuBLASLt's algorithm 0, a Triton GEMM's default tile.
+        for k in results["dense"].kernels:
+            if k.backend == "cuBLASLt call":
+                assert k.config.startswith("algorithm 0"), k
+            if k.backend == "Triton GEMM fusion":
+                assert re.match(r"tile \d+(x\d+)+, \d+ warps, \d+ stages", k.config), k
 
 
 @pytest.mark.heavy

@@ -127,7 +127,8 @@ class Kernel:
         convolution FLOPs (:func:`xlalab.hlo.matrix_ops`; elementwise arithmetic is not counted); dtype: the
         operand type of its product (``""`` without one); lower_bound_s: the roofline lower bound on the
         target's datasheet, ``max(bytes / bandwidth, flops / peak)``: no kernel can run faster, and real ones
-        run slower.
+        run slower; config: the library or tiling configuration XLA chose (a Triton GEMM's output tile, warps and
+        stages; a cuBLAS call's algorithm and fused epilogue): without a GPU, XLA's default, not an autotuned one.
     """
 
     name: str
@@ -137,6 +138,7 @@ class Kernel:
     flops: int
     dtype: str
     lower_bound_s: float
+    config: str = ""
 
 
 @dataclass
@@ -228,6 +230,22 @@ def _backend(module: Module, entry: dict[str, Any]) -> str:
     return opcode
 
 
+def _config(inst: Any) -> str:
+    """A launch's chosen configuration in words: Triton tile, warps, stages; cuBLAS algorithm and epilogue."""
+    cfg = inst.backend_config if inst is not None and isinstance(inst.backend_config, dict) else {}
+    gemm = cfg.get("gemm_backend_config")
+    if isinstance(gemm, dict):
+        epilogue = gemm.get("epilogue", "DEFAULT")
+        return f"algorithm {gemm.get('selected_algorithm', '?')}" + (
+            f", epilogue {epilogue}" if epilogue not in ("DEFAULT", "", None) else "")
+    block = (cfg.get("fusion_backend_config") or {}).get("block_level_fusion_config")
+    if isinstance(block, dict):
+        tiles = ["x".join(t.get("sizes", [])) for t in block.get("output_tiles", [])]
+        return (f"tile {', '.join(tiles)}, {block.get('num_warps', '?')} warps, "
+                f"{block.get('num_stages', '?')} stages")
+    return ""
+
+
 def _peak_key(dtype: str, tflops: dict[str, float]) -> str:
     """The datasheet rate a product of ``dtype`` can at best run at (the faster where two apply)."""
     if dtype == "f16":
@@ -254,7 +272,9 @@ def kernels_of(module: Module, peaks: Any) -> list[Kernel]:
         bound = (nbytes or 0) / peaks.bandwidth
         if f:
             bound = max(bound, f / peaks.peak_flops(_peak_key(dtype, peaks.tflops)))
-        out.append(Kernel(name, _backend(module, entry), entry["opcode"], nbytes, f, dtype, bound))
+        comp = module.computations.get(entry["computation"])
+        inst = next((i for i in comp if i.name == name), None) if comp is not None else None
+        out.append(Kernel(name, _backend(module, entry), entry["opcode"], nbytes, f, dtype, bound, _config(inst)))
     return out
 
 
@@ -481,21 +501,25 @@ def report(result: GpuCompiled, *, with_hlo: bool = False) -> str:
     """The kernel table of one compile (backend, bytes, FLOPs, lower bound) and its totals, as text."""
     from xlalab.fmt import byte_size, duration
 
-    rows = [("#", "kernel", "backend", "bytes", "FLOPs", "lower bound")]
+    rows = [("#", "kernel", "backend", "bytes", "FLOPs", "lower bound", "configuration")]
     for i, k in enumerate(result.kernels, 1):
-        rows.append((str(i), k.name, k.backend, byte_size(k.bytes), _flops_text(k.flops), duration(k.lower_bound_s)))
+        rows.append((str(i), k.name, k.backend, byte_size(k.bytes), _flops_text(k.flops), duration(k.lower_bound_s),
+                     k.config))
     widths = [max(len(r[c]) for r in rows) for c in range(len(rows[0]))]
     lines = [header(result), ""]
     for r in rows:
         lines.append("  ".join(r[c].rjust(widths[c]) if c in (0, 3, 4, 5) else r[c].ljust(widths[c])
                                for c in range(len(r))).rstrip())
     t, m = result.totals(), result.memory
-    lines += ["", f"totals: {t['kernels']} kernels, {byte_size(t['bytes'])} read and written, "
+    plural = "" if t["kernels"] == 1 else "s"
+    lines += ["", f"totals: {t['kernels']} kernel{plural}, {byte_size(t['bytes'])} read and written, "
               f"{_flops_text(t['flops'])} in products; planned memory: arguments {byte_size(m.get('argument'))}, "
               f"outputs {byte_size(m.get('output'))}, temporaries {byte_size(m.get('temp'))}, aliased "
               f"{byte_size(m.get('alias'))}",
               f"lower-bound time (sum of the kernels' datasheet roofline bounds, not a measurement): "
               f"{duration(t['lower_bound_s'])}"]
+    if any(k.config for k in result.kernels) and result.autotuning == AUTOTUNING:
+        lines.append("configurations: XLA's defaults (no GPU to autotune on); a real GPU may choose others")
     if with_hlo:
         lines += ["", result.text]
     return "\n".join(lines)
