@@ -19,7 +19,8 @@ from xlalab.options import ConfigError, GradeOptions
 
 REPO = Path(__file__).resolve().parent.parent
 POSITIONALS = {"grade": ["lab01"], "report": ["lab01"], "merge-manual": ["lab01", "m.csv"],
-               "export": ["lab01", "csv"], "assign": [], "suite": [], "gpu-check": [], "hw": [], "hlo-census": []}
+               "export": ["lab01", "csv"], "assign": [], "suite": [], "gpu-check": [], "hw": [], "hlo-census": [],
+               "gpu-compile": ["step.hlo"]}
 
 
 def _run(*args: str) -> subprocess.CompletedProcess:
@@ -32,7 +33,8 @@ def test_help_lists_every_subcommand(capsys):
         cli.main(["--help"])
     assert done.value.code == 0
     text = capsys.readouterr().out
-    for name in ("grade", "report", "merge-manual", "export", "assign", "suite", "gpu-check", "hw", "hlo-census"):
+    for name in ("grade", "report", "merge-manual", "export", "assign", "suite", "gpu-check", "hw", "hlo-census",
+                 "gpu-compile"):
         assert name in text
 
 

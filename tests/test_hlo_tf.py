@@ -128,8 +128,10 @@ def test_matrix_ops_on_cpu_programs():
     assert [(o.kind, o.flops) for o in conv] == [("convolution", 2 * (2 * 8 * 8 * 4) * (3 * 3 * 3))]
 
 
-def test_fake_gpu_hook(monkeypatch):
-    monkeypatch.setenv(hlo.FAKE_GPU_ENV, "NVIDIA A100-SXM4-40GB")
+def test_fake_gpu_hook_with_a_recorded_stand_in(monkeypatch):
+    # A V100 has a datasheet row but no deviceless target: a recorded XLA:GPU module stands in.
+    monkeypatch.setenv(hlo.FAKE_GPU_ENV, "Tesla V100-SXM2-16GB")
+    assert hlo.fake_gpu_target() is None and "recorded" in hlo.fake_gpu_stand_in()
     dense = hlo.hlo_text(_relu_dense, tf.ones([8, 16]), tf.ones([16, 32]), tf.ones([32]))
     assert dense == hlo.fake_gpu_module("gemm") and "__cublas$gemm" in dense
     conv = hlo.hlo_text(lambda a, k: tf.nn.relu(tf.nn.conv2d(a, k, 1, "SAME")),
@@ -141,6 +143,24 @@ def test_fake_gpu_hook(monkeypatch):
     before = hlo.hlo_text(_relu_dense, tf.ones([8, 16]), tf.ones([16, 32]), tf.ones([32]), stage="hlo")
     assert "__cublas" not in before and "dot(" in before
     # The program is still compiled for real, so its errors surface.
+    with pytest.raises(Exception):  # noqa: B017  (TensorFlow versions raise different types for a shape mismatch)
+        hlo.hlo_text(lambda a, b: tf.matmul(a, b), tf.ones([2, 3]), tf.ones([4, 5]))
+
+
+@pytest.mark.heavy   # the deviceless XLA:GPU compile runs in a subprocess
+def test_fake_gpu_hook_compiles_for_that_gpu_without_one(monkeypatch):
+    from xlalab.hlo import gpu_compile
+
+    if gpu_compile.missing_packages():
+        pytest.skip("the gpu-compile extra is not installed")
+    monkeypatch.setenv(hlo.FAKE_GPU_ENV, "NVIDIA A100-SXM4-40GB")
+    assert hlo.fake_gpu_target() == "A100-SXM-40GB" and "compiled without a GPU" in hlo.fake_gpu_stand_in()
+    dense = hlo.hlo_text(_relu_dense, tf.ones([8, 16]), tf.ones([16, 32]), tf.ones([32]))
+    ops = hlo.matrix_ops(dense)
+    # This program's own product (not a recorded module's), as XLA:GPU builds it for an A100: a Triton GEMM.
+    assert [(o.impl, o.lhs.dims, o.rhs.dims, o.flops) for o in ops] == [("triton", (8, 16), (16, 32), 2 * 8 * 32 * 16)]
+    chain = hlo.summary(hlo.hlo_text(lambda a: tf.nn.relu(a * 2.0 + 1.0), tf.ones([64])))
+    assert chain["kernels"] == 1 and chain["fusions_by_kind"] == {"kLoop": 1}
     with pytest.raises(Exception):  # noqa: B017  (TensorFlow versions raise different types for a shape mismatch)
         hlo.hlo_text(lambda a, b: tf.matmul(a, b), tf.ones([2, 3]), tf.ones([4, 5]))
 

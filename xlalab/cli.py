@@ -7,6 +7,7 @@
 ``xlalab assign [--check]``            write labs/ from solutions/ (:mod:`xlalab.grading.assign`)
 ``xlalab suite``                       run the workload suite (:mod:`xlalab.suite`)
 ``xlalab gpu-check``                   suite, grading and book on this machine's GPU (:mod:`xlalab.gpu_check`)
+``xlalab gpu-compile PROGRAM``         XLA:GPU's kernels per target, without a GPU (:mod:`xlalab.hlo.gpu_compile`)
 
 Each subcommand's options are one dataclass of :mod:`xlalab.options`; a term's repeated settings go in
 ``[tool.xlalab.<subcommand>]`` of ``pyproject.toml`` or in ``xlalab.toml`` (flags override them). ``-v`` logs
@@ -28,6 +29,7 @@ from xlalab.options import (
     ConfigError,
     ExportOptions,
     GpuCheckOptions,
+    GpuCompileOptions,
     GradeOptions,
     HloCensusOptions,
     HwOptions,
@@ -84,6 +86,12 @@ def _gpu_check(opts: Any) -> int:
     return gpu_check.run(opts)
 
 
+def _gpu_compile(opts: Any) -> int:
+    from xlalab.hlo import gpu_compile
+
+    return gpu_compile.run(opts)
+
+
 def _hw(opts: Any) -> int:
     from xlalab import hw
 
@@ -114,6 +122,8 @@ COMMANDS: dict[str, Command] = {
     "assign": Command(AssignOptions, _assign, "write labs/ from solutions/ (--check: is labs/ up to date?)"),
     "suite": Command(SuiteOptions, _suite, "run the workload suite: every workload in every mode, timed"),
     "gpu-check": Command(GpuCheckOptions, _gpu_check, "suite, grading and book on this machine's GPU"),
+    "gpu-compile": Command(GpuCompileOptions, _gpu_compile,
+                           "XLA:GPU's kernels for a T4, A100, H100... compiled without a GPU (no autotuning)"),
     "hw": Command(HwOptions, _hw, "this machine's backend, profile and measured ceilings"),
     "hlo-census": Command(HloCensusOptions, _hlo_census,
                           "kernels and fusions of the course's HLO probes under this TensorFlow (JSON)"),

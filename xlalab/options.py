@@ -226,6 +226,25 @@ class HloCensusOptions:
     record: str | None = opt(None, path=True, help="add this TensorFlow's census to this JSON file")
 
 
+@dataclass
+class GpuCompileOptions:
+    """``xlalab gpu-compile``: what XLA:GPU makes of a program for each target, compiled without a GPU (no
+    autotuning; the times are datasheet lower bounds, never measurements)."""
+
+    program: str = opt("", positional=True, help="an HLO text file, or module:function naming a TensorFlow function "
+                       "(its input_signature, or --arg, gives the shapes)")
+    target: list[str] = opt(factory=lambda: ["T4", "A100-SXM-40GB", "H100-SXM"], action="append", metavar="NAME",
+                            help="a GPU target (an xlalab.hw.GPU_PEAKS key with a configuration; repeatable; "
+                            "default: T4, A100-SXM-40GB, H100-SXM)")
+    arg: list[str] = opt(factory=list, action="append", metavar="SHAPE[:DTYPE]",
+                         help="one argument of module:function, e.g. 256,512 or 8,128:bfloat16 (repeatable)")
+    xla_flag: list[str] = opt(factory=list, action="append", metavar="FLAG",
+                              help="an XLA flag for the compile, e.g. --xla_gpu_enable_triton_gemm=false")
+    timeout: float = opt(600.0, type=float, help="seconds before the compiler's subprocess is killed")
+    json: bool = opt(False, action="store_true", help="print JSON instead of tables")
+    hlo: bool = opt(False, action="store_true", help="print (or put in the JSON) the optimized HLO too")
+
+
 # ---------------------------------------------------------------------------------------------
 # Options <-> argparse.
 

@@ -20,8 +20,10 @@ five functions per TensorFlow version). Every public name is re-exported here;
 What :func:`summary` counts (a launch, its bytes, per step) is defined once, in :mod:`xlalab.hlo.launches`.
 
 Without a GPU, set ``XLALAB_FAKE_GPU`` to a device name (``"NVIDIA A100-SXM4-40GB"``): ``hlo_text(...,
-stage="optimized_hlo")`` then compiles the program on the CPU (so errors still surface) and returns a
-real XLA:GPU module recorded in ``tests/data/hlo/`` in its place (see :func:`fake_gpu_module`).
+stage="optimized_hlo")`` then returns XLA:GPU's module of the program for that GPU, compiled without one
+(:mod:`xlalab.hlo.gpu_compile`, the ``gpu-compile`` extra; no autotuning), or, for a GPU without a shipped target
+or without the extra, a real XLA:GPU module recorded in ``tests/data/hlo/`` in its place (see
+:func:`fake_gpu_module`; :func:`fake_gpu_stand_in` says which).
 """
 
 from __future__ import annotations
@@ -56,7 +58,10 @@ from .source import (
     FAKE_GPU_MODULES,
     STAGES,
     as_jit,
+    deviceless_gpu_module,
     fake_gpu_module,
+    fake_gpu_stand_in,
+    fake_gpu_target,
     hlo_text,
     program_category,
 )
@@ -83,12 +88,11 @@ __all__ = [
     "ASYNC_DONE_SUFFIXES", "CONTROL_FLOW", "CORPUS_DIR", "Change", "Computation", "DTYPE_BITS", "DTYPE_BYTES",
     "Decision", "Drawing", "DumpFile", "ELEMENTWISE", "FAKE_GPU_ENV", "FAKE_GPU_MODULES", "FREE_OPCODES", "Flipbook",
     "Frame", "Frames", "GraphvizMissing", "Instruction", "LiveBytes", "MATRIX_OPCODES", "MatrixOp", "Module",
-    "PARTIAL_READ", "PassRun", "STAGES", "Shape", "as_jit", "as_module", "async_wrapped", "dot_flops", "draw",
-    "draw_stages", "dump_passes", "executed_computations", "fake_gpu_module", "first_pass_creating", "flipbook",
-    "frames_from_dump", "fused_instructions", "fusion_of", "hlo_text", "instruction_lines", "is_async_continuation",
-    "is_async_start", "kernel_bytes", "kernel_traffic", "launch_opcode", "launches_nothing", "list_dump",
-    "matrix_flops", "matrix_ops",
-    "parse", "parse_shape", "passes", "peak_live_bytes", "program_category", "read_shape", "reinterprets",
-    "reshape_is_bitcast",
-    "summary", "workspace_free",
+    "PARTIAL_READ", "PassRun", "STAGES", "Shape", "as_jit", "as_module", "async_wrapped", "deviceless_gpu_module",
+    "dot_flops", "draw", "draw_stages", "dump_passes", "executed_computations", "fake_gpu_module", "fake_gpu_stand_in",
+    "fake_gpu_target", "first_pass_creating", "flipbook", "frames_from_dump", "fused_instructions", "fusion_of",
+    "hlo_text", "instruction_lines", "is_async_continuation", "is_async_start", "kernel_bytes", "kernel_traffic",
+    "launch_opcode", "launches_nothing", "list_dump", "matrix_flops", "matrix_ops", "parse", "parse_shape", "passes",
+    "peak_live_bytes", "program_category", "read_shape", "reinterprets", "reshape_is_bitcast", "summary",
+    "workspace_free",
 ]

@@ -47,10 +47,12 @@ def list_dump(directory: str | os.PathLike) -> list[DumpFile]:
                               ("-buffer-assignment", "buffer-assignment"),
                               ("-memory-usage-report", "memory-usage-report"),
                               ("_after_optimizations", "after_optimizations")):
-            if suffix in name:
-                module = re.sub(r"\.\w+_after_optimizations$", "", name.split(suffix)[0])
+            # "-live-range" and such extras of XLA:GPU's final module are other files, not the module.
+            if suffix in name and (stage != "after_optimizations" or name.endswith(suffix)):
+                # The backend's tag ends the name: ".cpu", or XLA:GPU's ".sm_9.0a_gpu" (a dot inside it).
+                module = re.sub(r"\.(?:sm_[\d.]+a?_)?\w+_after_optimizations$", "", name.split(suffix)[0])
                 if stage == "after_optimizations":
-                    module = module.rsplit(".", 1)[0]
+                    module = re.sub(r"\.(?:sm_[\d.]+a?_)?\w+$", "", module)
                 out.append(DumpFile(p, module, stage))
                 break
         else:

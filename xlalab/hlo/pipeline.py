@@ -181,12 +181,17 @@ class Frame:
 
 class Frames(list):
     """A list of :class:`Frame` in pipeline order, with ``backend`` (``"cpu"``/``"gpu"`` as XLA named its
-    final dump), ``tensorflow`` (the version that compiled), ``decision_source`` (where the fusion decisions came
-    from, or ``""``), ``passes_run`` (every pass that ran, in order) and ``trailing`` (the passes that ran after the
-    last frame was written and changed nothing)."""
+    final dump), ``tensorflow`` (the version that compiled, or for a GPU target the one that gave the HLO),
+    ``decision_source`` (where the fusion decisions came from, or ``""``), ``passes_run`` (every pass that ran, in
+    order) and ``trailing`` (the passes that ran after the last frame was written and changed nothing). Compiled
+    for a GPU target without a GPU (``passes(..., target=...)``): ``target``, ``compiler`` (its version) and
+    ``autotuning`` (``"not run: ..."``)."""
 
     backend: str = ""
     tensorflow: str = ""
+    target: str = ""
+    compiler: str = ""
+    autotuning: str = ""
     decision_source: str = ""
     passes_run: list[PassRun]
     trailing: list[PassRun]
@@ -539,7 +544,8 @@ def _spec(arg: Any) -> Any:
                     "close over other values in the function")
 
 
-def passes(fn: Callable, *args: Any, timeout: float = 600, keep: str | os.PathLike | None = None) -> Frames:
+def passes(fn: Callable, *args: Any, timeout: float = 600, keep: str | os.PathLike | None = None,
+           target: str | None = None) -> Frames:
     """Compile ``fn(*args)`` with XLA in a fresh process and return the module after every pass that changed it.
 
     Args:
@@ -550,6 +556,9 @@ def passes(fn: Callable, *args: Any, timeout: float = 600, keep: str | os.PathLi
         keep: a directory to keep the dump in (XLA's files at its top, as :func:`xlalab.hlo.list_dump` reads
             them), with the saved function (``saved/``) and the log (``compile.log``); default: a temporary
             directory, removed.
+        target: a GPU target of :mod:`xlalab.hlo.gpu_compile` (``"H100-SXM"``, ``"T4"``...): XLA:GPU compiles
+            TensorFlow's HLO of the function for it, without a GPU (no autotuning), and the frames are its passes,
+            with priority fusion's decisions. Default: this machine's XLA, through TensorFlow.
 
     Returns:
         :class:`Frames` (a list of :class:`Frame`): see :func:`frames_from_dump`. The last frame's module is the
@@ -565,6 +574,8 @@ def passes(fn: Callable, *args: Any, timeout: float = 600, keep: str | os.PathLi
     import tensorflow as tf
 
     specs = [_spec(a) for a in args]
+    if target is not None:
+        return _gpu_passes(fn, specs, target, timeout, keep)
     python_fn = getattr(fn, "python_function", fn)
     work = Path(keep) if keep is not None else Path(tempfile.mkdtemp(prefix="xlalab_passes_"))
     try:
@@ -598,6 +609,34 @@ def passes(fn: Callable, *args: Any, timeout: float = 600, keep: str | os.PathLi
             raise RuntimeError(f"compiling in a child process failed ({done.returncode}):\n{log_text[-3000:]}")
         frames = frames_from_dump(dump, log_text)
         frames.tensorflow = done.stdout.strip().splitlines()[-1] if done.stdout.strip() else ""
+        return frames
+    finally:
+        if keep is None:
+            shutil.rmtree(work, ignore_errors=True)
+
+
+def _gpu_passes(fn: Callable, specs: list[Any], target: str, timeout: float,
+                keep: str | os.PathLike | None) -> Frames:
+    """:func:`passes` for a GPU target: TensorFlow's HLO here, XLA:GPU's passes in the deviceless compiler's process."""
+    import tensorflow as tf
+
+    from . import gpu_compile
+    from .source import hlo_text
+
+    gpu_compile.target(target)          # an unknown name fails before TensorFlow compiles anything
+    hlo = hlo_text(fn, *specs, stage="hlo")
+    work = Path(keep) if keep is not None else Path(tempfile.mkdtemp(prefix="xlalab_passes_"))
+    try:
+        work.mkdir(parents=True, exist_ok=True)
+        dump = work if keep is not None else work / "dump"
+        for old in dump.glob("module_*"):   # an earlier run's snapshots would mix with this one's
+            if old.is_file():
+                old.unlink()
+        result, log = gpu_compile.compile_with_dump(hlo, target, dump, vmodule=VMODULE, timeout=timeout)
+        (work / "compile.log").write_text(log)
+        frames = frames_from_dump(dump, log)
+        frames.backend, frames.tensorflow = "gpu", tf.__version__
+        frames.target, frames.compiler, frames.autotuning = result.target, result.compiler, result.autotuning
         return frames
     finally:
         if keep is None:

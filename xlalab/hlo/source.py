@@ -73,8 +73,10 @@ def hlo_text(fn: Callable, *args: Any, stage: str = "optimized_hlo") -> str:
             ``"optimized_hlo"`` (after every pass: fusions, layouts, buffer-friendly copies),
             ``"optimized_hlo_dot"`` (alias ``"dot"``: the optimized graph in Graphviz dot), or ``"stablehlo"``.
 
-    When the environment variable ``XLALAB_FAKE_GPU`` names a GPU, ``"optimized_hlo"`` compiles for real
-    on the CPU and then returns :func:`fake_gpu_module` of the program's :func:`program_category`.
+    When the environment variable ``XLALAB_FAKE_GPU`` names a GPU, ``"optimized_hlo"`` is XLA:GPU's module of
+    the program for that GPU, compiled without one (:func:`deviceless_gpu_module`: a shipped target and the
+    ``gpu-compile`` extra needed); for another GPU, or without the extra, :func:`fake_gpu_module` of the
+    program's :func:`program_category` (a recorded module) stands in.
 
     Example:
         >>> print(hlo_text(lambda x: tf.nn.relu(x) * 2.0, tf.ones([4]), stage="hlo"))
@@ -82,8 +84,47 @@ def hlo_text(fn: Callable, *args: Any, stage: str = "optimized_hlo") -> str:
     stage = _STAGE_ALIASES.get(stage, stage)
     if stage not in STAGES:
         raise ValueError(f"stage={stage!r}; expected one of {STAGES} or {tuple(_STAGE_ALIASES)}")
-    text = as_jit(fn).experimental_get_compiler_ir(*args)(stage=stage)
     if stage == "optimized_hlo" and os.environ.get(FAKE_GPU_ENV):
-        return fake_gpu_module(program_category(text))
-    return text
+        compiled = deviceless_gpu_module(fn, *args)
+        if compiled is not None:
+            return compiled
+        return fake_gpu_module(program_category(as_jit(fn).experimental_get_compiler_ir(*args)(stage=stage)))
+    return as_jit(fn).experimental_get_compiler_ir(*args)(stage=stage)
+
+
+def fake_gpu_target() -> str | None:
+    """The GPU target that ``XLALAB_FAKE_GPU`` names when the deviceless compile can stand in for it: a shipped
+    :mod:`xlalab.hlo.gpu_compile` target (its ``GPU_PEAKS`` key) with the ``gpu-compile`` extra installed; else
+    ``None`` (then a recorded module stands in: :func:`fake_gpu_module`)."""
+    from xlalab.hw import gpu_key
+
+    from . import gpu_compile
+
+    name = os.environ.get(FAKE_GPU_ENV, "").strip()
+    key = gpu_key(name) if name else None
+    if key is None or key not in gpu_compile.targets() or gpu_compile.missing_packages():
+        return None
+    return key
+
+
+def fake_gpu_stand_in() -> str:
+    """What stands in for the GPU's optimized modules under ``XLALAB_FAKE_GPU``, in words (``""`` when unset)."""
+    if not os.environ.get(FAKE_GPU_ENV):
+        return ""
+    key = fake_gpu_target()
+    if key is None:
+        return "a recorded XLA:GPU module (its shapes are not the program's)"
+    return f"XLA:GPU's own module for {key}, compiled without a GPU (no autotuning)"
+
+
+def deviceless_gpu_module(fn: Callable, *args: Any) -> str | None:
+    """XLA:GPU's optimized module of ``fn(*args)`` for the GPU ``XLALAB_FAKE_GPU`` names, compiled without a GPU
+    (:func:`xlalab.hlo.gpu_compile.compile_hlo`), or ``None`` where :func:`fake_gpu_target` has no target."""
+    from . import gpu_compile
+
+    key = fake_gpu_target()
+    if key is None:
+        return None
+    hlo = as_jit(fn).experimental_get_compiler_ir(*args)(stage="hlo")
+    return gpu_compile.compile_hlo(hlo, key)[key].text
 

@@ -190,7 +190,8 @@ def flipbook(frames: Sequence[Any], *, max_ops: int = 6, max_bytes: int = MAX_BY
         max_ops: passed to :func:`xlalab.hlo.draw` (a fusion with more ops shows a count by opcode).
         max_bytes: the page budget; frames whose drawing would pass it are listed, with their counters, but not
             drawn (the first and last frames are always drawn).
-        title: a line above the controls.
+        title: a line above the controls (default: for frames compiled for a GPU target without a GPU, one naming
+            the target, the compiler's version and that autotuning did not run; else none).
         decisions: at most this many fusion decisions listed per frame.
 
     Returns:
@@ -216,6 +217,10 @@ def flipbook(frames: Sequence[Any], *, max_ops: int = 6, max_bytes: int = MAX_BY
         total -= len(svgs[i].encode())
         svgs[i] = ""
     parts = [f"<div class='xlfb' id='{uid}' tabindex='0'>", f"<style>{_STYLE.format(id=uid)}</style>"]
+    target = getattr(frames, "target", "")
+    if title is None and target:
+        title = (f"XLA:GPU's passes for {target}, compiled without a GPU by {getattr(frames, 'compiler', '')}; "
+                 f"autotuning {getattr(frames, 'autotuning', '')}")
     if title:
         parts.append(f"<div class='xlfb-title'><b>{_html.escape(title)}</b></div>")
     n = len(frames)
