@@ -90,3 +90,8 @@ def test_a_scan_sees_created_changed_and_deleted_files_and_skips_caches(tmp_path
     (tmp_path / ".venv-x" / "c").write_text("ignored")
     after = stay_home.scan(tmp_path)
     assert stay_home.diff(before, after) == [f"created {tmp_path / 'b'}", f"changed {tmp_path / 'a'}"]
+    (tmp_path / "b" / "tool").mkdir()
+    (tmp_path / "b" / "tool" / "state").write_text("skipped by its path")
+    (tmp_path / "b" / "mine").write_text("seen")
+    later = stay_home.scan(tmp_path, frozenset({"b/tool"}))
+    assert stay_home.diff(after, later) == [f"created {tmp_path / 'b' / 'mine'}"]

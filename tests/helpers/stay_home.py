@@ -5,7 +5,8 @@ presence) before and after each test, and plants canary ``gradebook.csv`` files 
 folder (one next to pytest's base temporary folder, one in the checkout's ``_build/``): a test that creates,
 changes or deletes a watched file, or touches a canary, fails with the list. Left out, as what tests and the tools
 they run legitimately write: version control, environments, build outputs and caches (:data:`SKIP_NAMES`,
-``.venv*``, ``*.egg-info``), and in ``$HOME`` the caches and toolchains of :data:`HOME_SKIP`. IPython's and
+``.venv*``, ``*.egg-info``), and in ``$HOME`` what :data:`HOME_SKIP` lists (the grader's own state,
+``~/.local/state/xlalab``, stays watched). IPython's and
 Jupyter's runtime state (kernels started unjailed write there) is sent to the session's temporary folder by the
 conftest instead.
 
@@ -22,7 +23,13 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[2]
 SKIP_NAMES = frozenset({".git", "_build", "__pycache__", ".pytest_cache", ".mypy_cache", ".ruff_cache",
                         ".ipynb_checkpoints", ".jupyter_cache", "node_modules"})
-HOME_SKIP = frozenset({".cache", ".pyenv", ".rustup", ".cargo", ".m2", ".npm", ".claude"})
+# In $HOME: caches and toolchains, and what the tools the tests run write there on their own whatever the test
+# asks (Keras' config on first import, Dask's jobqueue.yaml, matplotlib's config folder, headless Chromium's crash
+# reports beside its temporary profile), and kernels' runtime state, which other processes of the same user (a
+# checkout without this guard) write at any time; this session's own goes to its temporary folder.
+HOME_SKIP = frozenset({".cache", ".pyenv", ".rustup", ".cargo", ".m2", ".npm", ".claude", ".keras", ".config/dask",
+                       ".config/matplotlib", ".config/chromium", ".config/chromium-headless", ".ipython",
+                       ".local/share/jupyter", ".jupyter"})
 CANARY = "student,total,max,status\nann,6,6,graded\n"
 
 Entry = tuple[int, int]
@@ -32,24 +39,26 @@ def _skipped(name: str) -> bool:
     return name in SKIP_NAMES or name.startswith(".venv") or name.endswith(".egg-info")
 
 
-def scan(root: Path, top_skip: frozenset[str] = frozenset()) -> dict[str, Entry]:
+def scan(root: Path, skip: frozenset[str] = frozenset()) -> dict[str, Entry]:
     """Every file and folder under ``root`` (not following links) as path -> (size, mtime_ns); folders as
-    (-1, 0), so that only their presence counts (their mtime moves with their content, seen anyway)."""
+    (-1, 0), so that only their presence counts (their mtime moves with their content, seen anyway). ``skip``:
+    paths relative to ``root`` left out with what they hold."""
     found: dict[str, Entry] = {}
-    stack = [(str(root), True)]
+    base = str(root).rstrip(os.sep) + os.sep
+    stack = [str(root)]
     while stack:
-        folder, top = stack.pop()
+        folder = stack.pop()
         try:
             entries = list(os.scandir(folder))
         except OSError:
             continue
         for entry in entries:
-            if _skipped(entry.name) or (top and entry.name in top_skip):
+            if _skipped(entry.name) or entry.path[len(base):] in skip:
                 continue
             try:
                 if entry.is_dir(follow_symlinks=False):
                     found[entry.path] = (-1, 0)
-                    stack.append((entry.path, False))
+                    stack.append(entry.path)
                 else:
                     st = entry.stat(follow_symlinks=False)
                     found[entry.path] = (st.st_size, st.st_mtime_ns)
