@@ -19,7 +19,7 @@ of one hand-in's fingerprinted text found in the other), so that a short hand-in
 found. A pair is flagged when either score reaches the threshold (``--similarity-threshold``, default
 :data:`DEFAULT_THRESHOLD`) and the shared text is at least :data:`MIN_SHARED` tokens (so that two one-line
 answers of the same exercise are not flagged for being short), or when the ordered code signal reaches
-:data:`ORDER_THRESHOLD` (calibrated on independent solutions of three labs, see there). The report
+:data:`ORDER_THRESHOLD` (calibrated on independent solutions of four labs, see there). The report
 (:mod:`.classreport`) shows each flagged pair with its most similar cells side by side and the shared text marked.
 """
 
@@ -45,13 +45,13 @@ from xlalab.grading.score import ANSWERED
 # two honest solutions of the same exercises share only the syntax the exercise forces (0 there: no 25-character
 # run of filtered tokens in common). copydetect's own display default, 0.33, is made for whole programs, where that
 # forced part is a smaller share than in a lab's short answers. The threshold only decides what is listed for a look.
-# Measured on Labs 1, 3 and 4 (tests/data/similarity/, results/grading/similarity-calibration.json): 66 pairs of
-# independently written solutions score at most 0.40 on code fingerprints, 9 disguised copies of the reference at
+# Measured on Labs 1 to 4 (tests/data/similarity/, results/grading/similarity-calibration.json): 88 pairs of
+# independently written solutions score at most 0.43 on code fingerprints, 12 disguised copies of the reference at
 # least 0.72 (0.60 between two copies).
 DEFAULT_THRESHOLD = options.DEFAULT_THRESHOLD   # 0.6, the default of --similarity-threshold
 # The ordered code signal (:func:`skeleton`, :func:`ordered_overlap`) flags a pair only from this score (or the
 # threshold, if higher). Independent solutions of the same exercises follow the order the lab asks for and call
-# the same library functions, so their skeletons agree far more than their text: 0.53 to 0.83 on those 66 pairs
+# the same library functions, so their skeletons agree far more than their text: 0.53 to 0.84 on those 88 pairs
 # (two honest Lab 1 solutions scored 0.70 and were flagged at 0.6), against 0.82 to 1.00 for the disguised copies,
 # which the fingerprints flag anyway. At 0.9 no measured honest pair is flagged; the signal still flags a
 # copy whose inserted statements keep its order (tests/test_classreport.py's mechanical rewrite scores 1.0).
