@@ -10,6 +10,7 @@ import nbformat
 import pytest
 
 from helpers import SAMPLE, SAMPLE_URL, make_lab_root, sample_solution
+from helpers.stay_home import Guard, diff
 
 
 @pytest.fixture
@@ -38,3 +39,33 @@ def grader_state(tmp_path_factory) -> Iterator[Path]:
         os.environ.pop("XLALAB_GRADER_STATE", None)
     else:
         os.environ["XLALAB_GRADER_STATE"] = old
+
+
+@pytest.fixture(scope="session")
+def home_guard(tmp_path_factory) -> Iterator[Guard]:
+    """Issue 34, item 11 (:mod:`helpers.stay_home`): the checkout and $HOME watched, canary gradebooks planted;
+    IPython's and Jupyter's runtime state (unjailed kernels write there) goes to this session's folder."""
+    state = tmp_path_factory.mktemp("ipython-jupyter")
+    saved = {k: os.environ.get(k) for k in ("IPYTHONDIR", "JUPYTER_RUNTIME_DIR")}
+    os.environ["IPYTHONDIR"] = str(state / "ipython")
+    os.environ["JUPYTER_RUNTIME_DIR"] = str(state / "runtime")
+    guard = Guard.from_env()
+    guard.plant(tmp_path_factory.getbasetemp())
+    yield guard
+    guard.remove()
+    for key, value in saved.items():
+        if value is None:
+            os.environ.pop(key, None)
+        else:
+            os.environ[key] = value
+
+
+@pytest.fixture(autouse=True)
+def stays_home(home_guard: Guard) -> Iterator[None]:
+    """Fails a test that created, changed or deleted a file outside its temporary folders (in the checkout or
+    $HOME), or touched a canary gradebook."""
+    before = home_guard.snapshot()
+    yield
+    found = diff(before, home_guard.snapshot()) + home_guard.touched_canaries()
+    if found:
+        pytest.fail("the test wrote outside its temporary folder:\n" + "\n".join(found[:20]), pytrace=False)

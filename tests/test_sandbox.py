@@ -48,17 +48,18 @@ def home_file() -> Path:
 
 
 def overwrite_gradebooks(known: Path) -> str:
+    """A cell that overwrites every ``gradebook.csv`` under the test's own folder of this batch (``known``'s
+    parent: the hand-ins and the grades folder; never ``/``, which held other people's gradebooks), and
+    ``known``'s own by its path."""
+    tree = known.parent
     return f"""import os
 hits = []
-for top in ("/", {str(known)!r}):
-    for d, subdirs, files in os.walk(top):
-        subdirs[:] = [s for s in subdirs if d != "/" or s not in ("proc", "sys", "dev")]
-        if "gradebook.csv" in files:
-            p = os.path.join(d, "gradebook.csv")
-            if p not in hits:
-                with open(p, "w") as f:
-                    f.write("student,total,max,status\\nhacker,1000,6,graded\\n")
-                hits.append(p)
+for d, subdirs, files in os.walk({str(tree)!r}):
+    if "gradebook.csv" in files:
+        p = os.path.join(d, "gradebook.csv")
+        with open(p, "w") as f:
+            f.write("student,total,max,status\\nhacker,1000,6,graded\\n")
+        hits.append(p)
 open({str(known / "gradebook.csv")!r}, "w").write("student,total,max,status\\nhacker,1000,6,graded\\n")
 hits.append("known")
 raise AssertionError(f"OVERWROTE {{len(hits)}}: {{hits[:3]}}")"""
@@ -137,8 +138,10 @@ def jailed(lab_root, tmp_path_factory):
     """The adversarial class, graded with --sandbox bwrap and -j 2."""
     if not BWRAP:
         pytest.skip(f"bwrap cannot run here: {sandbox.probe()[1]}")
-    subs = tmp_path_factory.mktemp("handins")
-    out = tmp_path_factory.mktemp("grades")
+    tree = tmp_path_factory.mktemp("jailed")     # the overwriting hand-in walks this folder only
+    subs, out = tree / "handins", tree / "grades"
+    subs.mkdir()
+    out.mkdir()
     server = Server()
     write(subs, "good", answered(lab_root))
     for name, source in attacks(lab_root, subs, out, server.port).items():
@@ -292,8 +295,10 @@ def test_honest_work_scores_the_same_in_and_out_of_the_sandbox(jailed, unjailed)
 def unjailed(lab_root, tmp_path_factory):
     """--sandbox none, one at a time: a hand-in that overwrites every gradebook.csv it finds runs between
     two others (file names sort a_blank, b_overwrites_gradebooks, good); one that reads the source."""
-    subs = tmp_path_factory.mktemp("handins-open")
-    out = tmp_path_factory.mktemp("grades-open")
+    tree = tmp_path_factory.mktemp("unjailed")   # the overwriting hand-in walks this folder only
+    subs, out = tree / "handins-open", tree / "grades-open"
+    subs.mkdir()
+    out.mkdir()
     from helpers import released
     write(subs, "a_blank", released(lab_root))
     write(subs, "b_overwrites_gradebooks", insert_after(answered(lab_root), "p1-check", overwrite_gradebooks(out)))

@@ -20,18 +20,39 @@ nbval 0.11 waits for a reply from a dead kernel until the cell timeout. This plu
 as the kernel process has exited; the following cells then fail at once with "Kernel dead on test start". The
 wrapper is :mod:`xlalab.grading.watchdog`'s, which also keeps a kernel that floods its sockets from stretching a
 cell's wait.
+
+Bounded time. With ``--xlalab-deadline-fd M`` (the launcher's pipe, :func:`xlalab.grading.launcher.wait_bounded`)
+it arms the run's deadline as it goes: ``arm SECONDS WHAT`` when a cell starts (its timeout, the watchdog's drain
+and :data:`~xlalab.grading.watchdog.SHUTDOWN_MARGIN_S`), when a cell ends and when the kernel is stopped (the
+margin); past it the launcher kills the run. nbval's ``RunningKernel.stop`` is replaced by :func:`bounded_stop`:
+``stop_channels`` joins the client's heartbeat thread with no timeout, and a kernel that writes junk on its
+sockets leaves that thread blocked for ever in a send; the stop gives up on the channels after
+:data:`~xlalab.grading.watchdog.STOP_CHANNELS_S` and kills the kernel anyway, and pytest then leaves with
+``os._exit`` once its results are out (an abandoned thread could hold the interpreter's exit).
 """
 
 from __future__ import annotations
 
 import json
+import math
 import os
 import re
 import signal
+import sys
+import threading
+from typing import Any
 
 import pytest
 
-from xlalab.grading.watchdog import WATCH, KernelDied, wrap as _watched, wrap_execute as _watched_execute
+from xlalab.grading.watchdog import (
+    DRAIN_S,
+    SHUTDOWN_MARGIN_S,
+    STOP_CHANNELS_S,
+    WATCH,
+    KernelDied,
+    wrap as _watched,
+    wrap_execute as _watched_execute,
+)
 
 _ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 _ERROR_LINE = re.compile(r"^(?:[\w.]+\.)?(\w*(?:Error|Exception|Interrupt|Exit|Failure)\w*|KernelDied)\b.*")
@@ -63,12 +84,70 @@ def _patch_nbval() -> None:
         return
     RunningKernel.get_message = _watched(RunningKernel.get_message, _exit_text)   # see xlalab.grading.watchdog
     RunningKernel.execute_cell_input = _watched_execute(RunningKernel.execute_cell_input)
+    RunningKernel.stop = _stop
+
+
+class _State:
+    """This pytest's deadline pipe, and whether a kernel's channels were left stopping (see :func:`bounded_stop`)."""
+
+    deadline_fd: int | None = None
+    abandoned = False
+    exitstatus = 0
+
+
+STATE = _State()
+
+
+def arm(seconds: float | None, what: str) -> None:
+    """Tell the launcher that this run must end within ``seconds`` from now (None: only the notebook's limit)."""
+    fd = STATE.deadline_fd
+    if fd is None:
+        return
+    what = " ".join(what.split())[:200]
+    line = "disarm\n" if seconds is None or not math.isfinite(seconds) else f"arm {max(seconds, 0.0):.3f} {what}\n"
+    data = line.encode("utf-8", errors="replace")
+    try:
+        while data:
+            data = data[os.write(fd, data):]
+    except OSError:
+        pass
+
+
+def bounded_stop(kernel: Any, budget: float = STOP_CHANNELS_S) -> bool:
+    """nbval's ``RunningKernel.stop`` within a limit: ``stop_channels`` in a thread for at most ``budget``
+    seconds, then the kernel killed (``shutdown_kernel(now=True)``) whether the channels stopped or not. Returns
+    whether they did; if not, pytest leaves with ``os._exit`` at its end (:func:`pytest_unconfigure`)."""
+    done = threading.Event()
+
+    def channels() -> None:
+        try:
+            kernel.kc.stop_channels()
+        finally:
+            done.set()
+
+    threading.Thread(target=channels, name="xlalab-stop-channels", daemon=True).start()
+    finished = done.wait(budget)
+    if not finished:
+        STATE.abandoned = True
+    kernel.km.shutdown_kernel(now=True)
+    try:
+        del kernel.km      # as nbval's stop: is_alive() is False from now on
+    except AttributeError:
+        pass
+    return finished
+
+
+def _stop(self) -> None:
+    arm(SHUTDOWN_MARGIN_S, "stopping the kernel")
+    bounded_stop(self)
 
 
 def pytest_addoption(parser):
     group = parser.getgroup("xlalab")
     group.addoption("--xlalab-results", default=None, help="append per-cell results (JSON lines) to this file")
     group.addoption("--xlalab-out-fd", type=int, default=None, help="write per-cell results to this descriptor")
+    group.addoption("--xlalab-deadline-fd", type=int, default=None,
+                    help="arm the run's deadline on this descriptor (the launcher's pipe)")
 
 
 def _no_dump() -> None:
@@ -84,6 +163,24 @@ def pytest_configure(config):
     _patch_nbval()
     if config.getoption("xlalab_out_fd") is not None:
         _no_dump()
+    STATE.deadline_fd = config.getoption("xlalab_deadline_fd")
+
+
+def pytest_sessionfinish(session, exitstatus):
+    STATE.exitstatus = int(exitstatus)
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_unconfigure(config):
+    """If a kernel's channels were abandoned, leave now: the results and the summary are out, and the blocked
+    thread (and the ZeroMQ context it holds) must not hold the interpreter's exit."""
+    if STATE.abandoned:
+        for stream in (sys.stdout, sys.stderr):
+            try:
+                stream.flush()
+            except (OSError, ValueError):
+                pass
+        os._exit(STATE.exitstatus)
 
 
 def _write(config, record: dict) -> None:
@@ -139,11 +236,15 @@ def pytest_runtest_call(item):
         timeout = float(item.config.getoption("nbval_cell_timeout"))
     except (ValueError, TypeError):
         timeout = None
+    name = f"cell {getattr(item, 'cell_num', '?')}"
+    arm(None if timeout is None or timeout <= 0 else timeout + DRAIN_S + SHUTDOWN_MARGIN_S,
+        f"{name} (its timeout, the watchdog's drain and the shutdown margin)")
     WATCH.cell_started(timeout)
     try:
         yield
     finally:
         WATCH.cell_ended()
+        arm(SHUTDOWN_MARGIN_S, f"after {name}: the kernel's shutdown and the end of pytest")
 
 
 def failure_message(excinfo) -> str:

@@ -154,6 +154,8 @@ class RunOutcome:
     memory_note: str = ""             # why not, where it did not
     memory_peak: int | None = None    # the jail's peak memory in bytes (cgroup), where the kernel says
     memory_kills: int = 0             # processes the kernel killed at the jail's memory limit
+    stuck: str = ""                   # what pytest was doing when the launcher ended it at its armed deadline
+                                      # (the kernel's shutdown past the watchdog's SHUTDOWN_MARGIN_S), else ""
 
 
 def read_private(path: Path, limit: int = 64 * 2**20) -> bytes:
@@ -271,4 +273,5 @@ def run_notebook(nb: Any, work: Path, priv: Path, nb_path: Path, *, cell_timeout
     return RunOutcome(results, timed_out, proc.returncode, tail, left, cpu, data,
                       after.get("records_truncated") is True, pids,
                       any(r.get("event") == "result" for r in records_),
-                      memory_jail=cgroup is not None, memory_note=memory_note, memory_peak=peak, memory_kills=kills)
+                      memory_jail=cgroup is not None, memory_note=memory_note, memory_peak=peak, memory_kills=kills,
+                      stuck=after["stuck"][:200] if isinstance(after.get("stuck"), str) else "")

@@ -15,6 +15,9 @@ waited past the cell timeout and past the kernel's death, up to the notebook's l
   flood that forges the cell's own parent: nbval then fails the cell as timed out and stops the kernel; an
   honest cell's output of 100 MB is read within that);
 - otherwise wait in slices of at most one second.
+
+The kernel's shutdown is bounded too (:data:`SHUTDOWN_MARGIN_S`, :data:`STOP_CHANNELS_S`): see
+:func:`xlalab.grading.nbval_plugin.bounded_stop` and :func:`xlalab.grading.launcher.wait_bounded`.
 """
 
 from __future__ import annotations
@@ -26,6 +29,14 @@ from typing import Any
 
 LOOK_S = 0.25     # how often the kernel's liveness is looked at while messages arrive
 DRAIN_S = 30.0    # after a cell's timeout, before every wait of that cell fails at once
+# After a cell's last wait (its reply, or its timeout and drain): the time left for nbval to stop the kernel and
+# for pytest to end. pytest arms it as the launcher's deadline (:mod:`xlalab.grading.nbval_plugin`); past it the
+# launcher kills pytest and the jail, so a run ends within its cell timeout (plus DRAIN_S for a flood that forges
+# the cell's own messages) plus this margin, never at the notebook's limit.
+SHUTDOWN_MARGIN_S = 20.0
+# Of that margin, what nbval's ``stop_channels`` gets (it joins the heartbeat thread, which a kernel writing junk
+# on its sockets leaves blocked for ever in a send) before the kernel is killed without it.
+STOP_CHANNELS_S = 5.0
 
 
 class KernelDied(RuntimeError):

@@ -1,0 +1,148 @@
+"""Bounded time (issue 34, item 8): no step of grading one hand-in waits without a limit.
+
+A hand-in that writes junk on its kernel's sockets broke the ZeroMQ connections between the kernel and pytest:
+when nbval then stopped the kernel, ``KernelClient.stop_channels`` joined the heartbeat thread with no timeout,
+and that thread was blocked for ever sending its ping on a socket with no peer left. Nothing ended the run but the
+notebook's limit (1,800 s by default). Now the kernel's shutdown has :data:`watchdog.SHUTDOWN_MARGIN_S` seconds
+(in pytest, and the launcher kills the run from outside past its deadline), so the row is decided within the cell
+timeout plus that margin.
+
+The junk races with the heartbeat: on the grader before this change, the junk hand-in below held the run to the
+notebook's limit in 5 of 6 measured runs (the sixth ended at the cell timeout).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+
+import pytest
+
+from xlalab.grading import launcher, watchdog
+
+JUNK = """import os, stat, threading, time
+def sockets():
+    found = []
+    for name in os.listdir('/proc/self/fd'):
+        try:
+            if stat.S_ISSOCK(os.fstat(int(name)).st_mode):
+                found.append(int(name))
+        except (OSError, ValueError):
+            pass
+    return found
+def junk():   # raw bytes into every socket of the kernel: its ZeroMQ connections to pytest break
+    while True:
+        for fd in sockets():
+            try:
+                os.write(fd, b"junk" * 64)
+            except OSError:
+                pass
+        time.sleep(0.37)   # paced: measured, this leaves nbval's heartbeat thread blocked in most runs
+threading.Thread(target=junk, daemon=True).start()
+time.sleep(2)
+"""
+
+CELL_TIMEOUT = 20
+NOTEBOOK_LIMIT = 600
+
+
+@pytest.mark.heavy   # two grading runs of the sample lab, one of them up to its cell timeout
+def test_a_hand_in_writing_junk_on_its_kernels_sockets_is_decided_within_the_cell_timeout_and_margin(tmp_path):
+    """Break (issue 34): the junk hand-in held the grader until the notebook's limit. Measured here against the
+    same hand-in without the junk cell, graded just before: the difference is at most the cell timeout plus the
+    margin, and far below the notebook's limit."""
+    from xlalab.grading.lab import load_lab
+    from xlalab.grading.task import grade_one
+
+    from helpers import SAMPLE, answered, insert_after, make_lab_root
+
+    (tmp_path / "repo").mkdir()
+    root = make_lab_root(tmp_path / "repo")
+    lab = load_lab(root / "solutions" / f"{SAMPLE}.ipynb")
+    honest, junk = tmp_path / "honest.ipynb", tmp_path / "junk.ipynb"
+    honest.write_text(json.dumps(answered(root)), encoding="utf-8")
+    junk.write_text(json.dumps(insert_after(answered(root), "p1-check", JUNK)), encoding="utf-8")
+    start = time.monotonic()
+    base = grade_one(lab, "honest", honest, cell_timeout=CELL_TIMEOUT, timeout=NOTEBOOK_LIMIT, memory_gb=3,
+                     sandbox="auto")
+    baseline = time.monotonic() - start
+    start = time.monotonic()
+    row = grade_one(lab, "junk", junk, cell_timeout=CELL_TIMEOUT, timeout=NOTEBOOK_LIMIT, memory_gb=3, sandbox="auto")
+    took = time.monotonic() - start
+    assert base.auto == lab.maximum, base.status
+    assert not any(f.kind == "time limit" and f"{NOTEBOOK_LIMIT}" in f.detail for f in row.faults), row.status
+    assert any(f"Timeout of {CELL_TIMEOUT} seconds" in e for e in row.cell_errors), row.cell_errors
+    assert 2 <= row.auto < lab.maximum, "the check before the junk counts; the ones after it did not run"
+    bound = CELL_TIMEOUT + watchdog.SHUTDOWN_MARGIN_S
+    assert took - baseline < bound, f"{took:.1f} s against {baseline:.1f} s for the honest hand-in (bound {bound} s)"
+
+
+def _launcher_wait(tmp_path, lines: list[str], wall: float) -> tuple[dict, float]:
+    """The launcher's wait for a stand-in pytest (a sleeping child) that sends ``lines`` on the deadline pipe."""
+    script = tmp_path / "child.py"
+    script.write_text("import os, sys, time\nfd = int(sys.argv[1])\n"
+                      "for line in sys.argv[2:]:\n    os.write(fd, (line + '\\n').encode())\ntime.sleep(600)\n",
+                      encoding="utf-8")
+    r, w = os.pipe()
+    proc = subprocess.Popen([sys.executable, str(script), str(w), *lines], pass_fds=(w,))
+    os.close(w)
+    start = time.monotonic()
+    try:
+        ended = launcher.wait_bounded(proc, wall, r)
+    finally:
+        os.close(r)
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    return ended, time.monotonic() - start
+
+
+def test_the_launcher_ends_the_run_at_the_deadline_pytest_armed(tmp_path):
+    """pytest arms a deadline (here: a kernel shutdown with 1 s); the launcher kills it there, not at the wall."""
+    ended, took = _launcher_wait(tmp_path, ["arm 1 stopping the kernel"], wall=60)
+    assert ended == {"timed_out": False, "stuck": "stopping the kernel"}, ended
+    assert took < 10, f"{took:.1f} s"
+
+
+def test_the_launcher_keeps_the_wall_limit_when_pytest_disarms(tmp_path):
+    """A disarmed deadline leaves the notebook's limit (here 2 s) in force: the run is then timed out."""
+    ended, took = _launcher_wait(tmp_path, ["arm 1 a cell", "disarm"], wall=2)
+    assert ended == {"timed_out": True, "stuck": ""}, ended
+    assert 1.5 < took < 10, f"{took:.1f} s"
+
+
+def test_the_launcher_reads_no_deadline_from_malformed_lines(tmp_path):
+    """Lines that are not ``arm SECONDS WHAT`` or ``disarm`` change nothing (the wall limit still ends it)."""
+    ended, took = _launcher_wait(tmp_path, ["arm x y", "arm -5 z", "arm nan q", "junk", "arm inf w"], wall=2)
+    assert ended == {"timed_out": True, "stuck": ""}, ended
+    assert took < 10, f"{took:.1f} s"
+
+
+def test_a_stop_that_never_returns_is_abandoned_after_its_budget():
+    """The bounded stop gives up on a blocked ``stop_channels`` (the heartbeat's join) and kills the kernel."""
+    from xlalab.grading import nbval_plugin
+
+    killed = []
+
+    class Client:
+        def stop_channels(self):
+            time.sleep(600)
+
+    class Manager:
+        def shutdown_kernel(self, now=False):
+            killed.append(now)
+
+    class Kernel:
+        def __init__(self):
+            self.kc, self.km = Client(), Manager()
+
+    kernel = Kernel()
+    start = time.monotonic()
+    finished = nbval_plugin.bounded_stop(kernel, budget=1.0)
+    assert time.monotonic() - start < 5
+    assert finished is False and killed == [True]
+    assert not hasattr(kernel, "km"), "nbval's is_alive() reads a stopped kernel from the missing km"
+    nbval_plugin.STATE.abandoned = False   # this test's pytest exits as usual
