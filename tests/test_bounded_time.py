@@ -146,3 +146,22 @@ def test_a_stop_that_never_returns_is_abandoned_after_its_budget():
     assert finished is False and killed == [True]
     assert not hasattr(kernel, "km"), "nbval's is_alive() reads a stopped kernel from the missing km"
     nbval_plugin.STATE.abandoned = False   # this test's pytest exits as usual
+
+
+def test_a_run_ended_at_its_shutdown_margin_is_a_typed_time_limit_fault(tmp_path):
+    """The launcher's backstop (``RunOutcome.stuck``) reaches the row as a fault of kind "time limit", typed, for the
+    student's run and for the judge's."""
+    from helpers import SAMPLE, make_lab_root
+    from xlalab.grading.lab import load_lab
+    from xlalab.grading.run import RunOutcome
+    from xlalab.grading.score import run_faults
+
+    (tmp_path / "repo").mkdir()
+    root = make_lab_root(tmp_path / "repo")
+    lab = load_lab(root / "solutions" / f"{SAMPLE}.ipynb")
+    calm = RunOutcome([], False, 0, "", ran=True)
+    stuck = RunOutcome([], False, 0, "", ran=True, stuck="stopping the kernel")
+    assert run_faults(lab, calm, calm, 60) == []
+    kinds = [(f.kind, "stopping the kernel" in f.detail) for f in run_faults(lab, stuck, calm, 60)]
+    assert kinds == [("time limit", True)]
+    assert [f.kind for f in run_faults(lab, calm, stuck, 60)] == ["judge failed"]

@@ -257,6 +257,9 @@ def run_faults(lab: Lab, student: RunOutcome, judge: RunOutcome | None, timeout:
         faults.append(Fault("setup failed", setup_failed))
     if student.timed_out:
         faults.append(Fault("time limit", f"time limit {timeout:g} s reached"))
+    elif student.stuck:
+        faults.append(Fault("time limit", f"the run was ended: it did not finish {student.stuck} within its cell "
+                                          "timeout and the shutdown margin"))
     died = _died(student.results)
     if died:
         faults.append(Fault("kernel died", died))
@@ -268,7 +271,7 @@ def run_faults(lab: Lab, student: RunOutcome, judge: RunOutcome | None, timeout:
         judge_failed = _setup_failed(lab, judge.results, "the judge")
         if judge_failed:
             faults.append(Fault("judge failed", judge_failed))
-        if judge.timed_out or _died(judge.results):
+        if judge.timed_out or judge.stuck or _died(judge.results):
             faults.append(Fault("judge failed", "the judge did not finish (" + (_died(judge.results) or "time limit")
                                 + ")"))
     return faults
