@@ -151,10 +151,11 @@ def test_a_stop_that_never_returns_is_abandoned_after_its_budget():
 def test_a_run_ended_at_its_shutdown_margin_is_a_typed_time_limit_fault(tmp_path):
     """The launcher's backstop (``RunOutcome.stuck``) reaches the row as a fault of kind "time limit", typed, for the
     student's run and for the judge's."""
-    from helpers import SAMPLE, make_lab_root
     from xlalab.grading.lab import load_lab
     from xlalab.grading.run import RunOutcome
     from xlalab.grading.score import run_faults
+
+    from helpers import SAMPLE, make_lab_root
 
     (tmp_path / "repo").mkdir()
     root = make_lab_root(tmp_path / "repo")
