@@ -404,3 +404,27 @@ def test_lab05_graded_with_the_students_own_probe_model_earns_every_point(tmp_pa
                                    timeout=2400, memory_gb=8)
     assert r.auto == r.max_auto, [(c.check, c.message, c.detail) for c in r.checks if not c.passed]
     assert "tampered" not in r.status, r.status
+
+
+def test_student_source_parses_each_cell_once_and_never_rescans_it(monkeypatch):
+    """A hand-in cell with a line of megabytes held the judge for minutes: ``written()`` parsed the cell again for
+    every name and ``ast.get_source_segment`` scanned it character by character per node. Now each cell is parsed
+    once per kernel and segments are sliced from its lines (checked by counting, not by timing)."""
+    import ast
+
+    from xlalab.grading import probe
+
+    big = ("def wait(r):\n    return r\n" + "blob = '" + "A" * 500_000 + "'\n"
+           + "\n".join(f"def s{i}(*a, **k):\n    return None" for i in range(30)) + "\n")
+    parses = []
+    real_parse = ast.parse
+    monkeypatch.setattr(ast, "parse", lambda src, *a, **k: parses.append(len(src)) or real_parse(src, *a, **k))
+    monkeypatch.setattr(ast, "get_source_segment", lambda *a, **k: pytest.fail("rescans the cell"))
+    monkeypatch.setattr(probe._STATE, "mode", "replay")
+    monkeypatch.setattr(probe._STATE, "sources", [big, "x = 1\n"])
+    monkeypatch.setattr(probe, "_DEFINITIONS", {})
+    for i in range(30):
+        assert probe.student_source(f"s{i}") == f"def s{i}(*a, **k):\n    return None"
+    assert probe.student_source("wait") == "def wait(r):\n    return r"
+    assert probe.student_source("blob").startswith("blob = 'AAA") and probe.student_source("nothing") is None
+    assert parses.count(len(big)) == 1

@@ -505,24 +505,68 @@ def _targets(node) -> set[str]:
     return out
 
 
+def _segment(lines: list[str], node) -> str | None:
+    """The source text of ``node`` from the lines of its cell (``ast.get_source_segment``, without its per-call scan
+    of the whole cell, which takes minutes on a cell with one line of megabytes)."""
+    end_lineno, end_col = getattr(node, "end_lineno", None), getattr(node, "end_col_offset", None)
+    if end_lineno is None or end_col is None or node.lineno > len(lines) or end_lineno > len(lines):
+        return None
+    first = lines[node.lineno - 1].encode("utf-8")
+    if node.lineno == end_lineno:
+        return first[node.col_offset:end_col].decode("utf-8", errors="replace")
+    last = lines[end_lineno - 1].encode("utf-8")[:end_col].decode("utf-8", errors="replace")
+    return "".join([first[node.col_offset:].decode("utf-8", errors="replace"), *lines[node.lineno:end_lineno - 1],
+                    last])
+
+
+_LINE = None
+
+
+def _definitions(src: str) -> dict[str, str]:
+    """``{name: source}`` of the top-level defs, classes and assignments of one cell (the last one of a name)."""
+    import ast
+    import re
+
+    global _LINE
+    if _LINE is None:
+        _LINE = re.compile(r"[^\r\n]*(?:\r\n|\r|\n)|[^\r\n]+\Z")   # lines as Python's tokenizer counts them
+    try:
+        tree = ast.parse(src)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return {}
+    lines = _LINE.findall(src)
+    out: dict[str, str] = {}
+    for node in tree.body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            names = {node.name}
+        elif isinstance(node, (ast.Assign, ast.AugAssign, ast.AnnAssign)):
+            names = _targets(node)
+        else:
+            continue
+        text = _segment(lines, node)
+        if text is not None:
+            for name in names:
+                out[name] = text
+    return out
+
+
+_DEFINITIONS: dict[int, tuple[str, dict[str, str]]] = {}
+
+
 def student_source(name: str) -> str | None:
     """The source of the student's last top-level ``def name``, ``class name`` or assignment to ``name`` (None
-    if there is none), read from :func:`student_sources`."""
-    import ast
-
+    if there is none), read from :func:`student_sources`. Each cell is parsed once per kernel (cached by its text)."""
     found = None
     for src in student_sources():
         if name not in src:
             continue
-        try:
-            tree = ast.parse(src)
-        except (SyntaxError, ValueError, RecursionError, MemoryError):
-            continue
-        for node in tree.body:
-            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and node.name == name:
-                found = ast.get_source_segment(src, node)
-            elif isinstance(node, (ast.Assign, ast.AugAssign, ast.AnnAssign)) and name in _targets(node):
-                found = ast.get_source_segment(src, node)
+        key = hash(src)
+        cached = _DEFINITIONS.get(key)
+        if cached is None or cached[0] != src:
+            cached = (src, _definitions(src))
+            if len(_DEFINITIONS) < 4096:
+                _DEFINITIONS[key] = cached
+        found = cached[1].get(name, found)
     return found
 
 
