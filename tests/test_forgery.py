@@ -231,3 +231,45 @@ def test_mutated_records_fail_their_checks(name: str, tmp_path_factory: pytest.T
         if still:
             failures.append(f"{kind}: {', '.join(still)} passed")
     assert not failures, f"{name}, checks that passed on mutated records: " + "; ".join(failures)
+
+
+# -------------------------------------------------------------------------------- regressions of issue 34 (slow)
+# (lab, cell id, text in the solution's cell, its replacement, the checks that hand-in must fail)
+REGRESSIONS = {
+    "unfixed-retrace": ("lab01_timing", "p2-fix-answer",
+                        "make_scaled_sum(\n    input_signature=[tf.TensorSpec([None], tf.float32), "
+                        "tf.TensorSpec([], tf.float32)])", "make_scaled_sum()",
+                        ["retrace-fix", "retrace-fresh", "retrace-traces"]),
+    "chain-identity": ("lab01_timing", "p3-answer", "    y = x * 1.5\n", "    return tf.identity(x)\n",
+                       ["chain-variants", "chain-fresh", "chain-kernels"]),
+}
+
+
+def regression_handin(name: str) -> tuple[Lab, object, list[str]]:
+    """The lab, its solution with one answer replaced by the regression's, and the checks it must fail."""
+    lab_name, cell_id, old, new, checks = REGRESSIONS[name]
+    lab = load_lab(forgery.REPO / "solutions" / f"{lab_name}.ipynb")
+    nb = assign.read(lab.source_path)
+    cell = next(c for c in nb.cells if c.get("id") == cell_id)
+    assert old in cell.source, f"{name}: {old!r} is not in cell {cell_id} any more"
+    cell.source = cell.source.replace(old, new)
+    return lab, nb, checks
+
+
+@pytest.mark.parametrize("name", sorted(REGRESSIONS))
+def test_regression_handins_apply(name: str) -> None:
+    """Each regression's text still occurs in its cell (fast: the slow test would grade the plain solution)."""
+    lab, nb, checks = regression_handin(name)
+    assert set(checks) <= {c.check for c in lab.checks}
+
+
+@pytest.mark.slow
+@pytest.mark.heavy
+@pytest.mark.parametrize("name", sorted(REGRESSIONS))
+def test_regressions_earn_nothing_on_their_checks(name: str, tmp_path: Path) -> None:
+    """The unfixed given function and ``chain`` as the identity earn 0 on the checks of what they leave undone
+    (before the probe/judge split they did; issue 34 measured 6 points)."""
+    lab, nb, checks = regression_handin(name)
+    row = forgery.grade_handin(lab, nb, tmp_path, name)
+    got = forgery.passed(row)
+    assert not set(checks) & set(got), f"{name} passed {sorted(set(checks) & set(got))} ({row.status})"

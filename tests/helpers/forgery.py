@@ -319,6 +319,7 @@ class Measure:
     lab: str
     max_auto: float
     declared: dict[str, float]
+    solution: float = 0.0          # what the solution earned in the run whose records the generic forgery writes
     forgeries: dict[str, dict[str, Any]] = field(default_factory=dict)   # kind -> {earned, passed, status}
 
     @property
@@ -333,13 +334,13 @@ class Measure:
         return dataclasses.asdict(self)
 
 
-def measure_lab(lab: Lab, folder: Path, kinds: tuple[str, ...] = ("generic", "empty-list", "hollow"),
+def measure_lab(lab: Lab, folder: Path, kinds: tuple[str, ...] = ("generic", *EMPTY_FORGERIES),
                 capture: Capture | None = None) -> Measure:
     """Grade the lab's forgeries (``generic`` and the :data:`EMPTY_FORGERIES` named in ``kinds``) at the tiny
     profile; the generic one replays the records of ``capture`` (a solution run with another seed)."""
     capture = capture or capture_solution(lab, folder / "solution")
     records = capture.records
-    m = Measure(lab.name, lab.max_auto, declared(lab))
+    m = Measure(lab.name, lab.max_auto, declared(lab), capture.row.auto)
     order = [c.check for c in lab.checks]
     for kind in kinds:
         data = capture.mine.records if kind == "generic" else replace_values(records, EMPTY_FORGERIES[kind])
