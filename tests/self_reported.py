@@ -1,7 +1,7 @@
 """Measure what forged probe records earn in each lab, and write README's table of self-reported points.
 
-    .venv/bin/python tests/self_reported.py [LAB ...] [--kinds generic,empty-list,empty-dict,hollow]   # grade, save, write
-    .venv/bin/python tests/self_reported.py --readme-only                                  # the table from the file
+    .venv/bin/python tests/self_reported.py [LAB ...] [--kinds generic,hollow]   # grade, save, write the table
+    .venv/bin/python tests/self_reported.py --readme-only                       # the table from the file
 
 For each lab (default: all seven, one after the other) it grades the solution once (the records of that run,
 another seed, are what the generic forgery writes), then each forgery at ``XLALAB_PROFILE=tiny``
@@ -39,7 +39,8 @@ def write_readme(data: dict, readme: Path = forgery.REPO / "README.md") -> bool:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("labs", nargs="*", help="lab names (default: every solution)")
-    ap.add_argument("--kinds", default=",".join(("generic", *forgery.EMPTY_FORGERIES)), help="forgeries to grade, comma-separated")
+    ap.add_argument("--kinds", default=",".join(("generic", *forgery.EMPTY_FORGERIES)),
+                    help="forgeries to grade, comma-separated (default: all)")
     ap.add_argument("--readme-only", action="store_true", help="only write README's table from the file")
     args = ap.parse_args(argv)
     if not args.readme_only:

@@ -20,6 +20,7 @@ from __future__ import annotations
 import base64
 import json
 import re
+import zlib
 from pathlib import Path
 
 import numpy as np
@@ -141,12 +142,14 @@ def test_forged_handin_writes_the_records_and_stubs(tmp_path: Path) -> None:
     lab = load_lab(forgery.REPO / "solutions" / "lab01_timing.ipynb")
     data = forgery.replace_values({"traces-python": [ProbeRecord("traces-python", 10)]}, lambda v: [])
     nb = forgery.forged_handin(lab, data)
-    assert len(nb.cells) == len(lab.released.cells) + 1
-    cell = nb.cells[-1].source
+    assert len(nb.cells) == len(lab.released.cells) + 2
+    stubs, cell = nb.cells[-2].source, nb.cells[-1].source
     for name in forgery.written_names(lab):
-        assert re.search(rf"^def {re.escape(name)}\(", cell, re.M), name
+        assert re.search(rf"^def {re.escape(name)}\(", stubs, re.M), name
     encoded = re.search(r"b64decode\('([^']*)'\)", cell)
-    assert encoded and parse_records(base64.b64decode(encoded.group(1)))["traces-python"][0].value == []
+    assert encoded
+    assert parse_records(zlib.decompress(base64.b64decode(encoded.group(1))))["traces-python"][0].value == []
+    compile(stubs, "stubs", "exec")
     compile(cell, "forgery", "exec")
 
 

@@ -3,11 +3,11 @@
 The records a graded notebook leaves are the student's word: its kernel owns the records file. What a hand-in
 earns by writing that file itself measures how much of a lab the judge takes on trust:
 
-- the *generic forgery* (:func:`forged_handin`): the released lab, unanswered, plus one last cell that defines a
-  stub for every name a check's ``written(...)`` asks for, then truncates the run's records file and writes the
+- the *generic forgery* (:func:`forged_handin`): the released lab, unanswered, plus a cell that defines a stub for
+  every name a check's ``written(...)`` asks for, and a last one that truncates the run's records file and writes the
   records the solution left in *another* grading run (another seed); it writes them again when the kernel exits,
   after any probe that runs later;
-- the *empty-list forgery*: the same cell, writing for every probe the solution recorded a value ``[]`` (variants:
+- the *empty-list forgery*: the same cells, the last one writing for every probe the solution recorded a value ``[]`` (variants:
   ``{}``, and ``hollow``: the solution's values with every list and array emptied, dicts keeping their keys);
 - *mutated records* (:data:`MUTATIONS`), for the judge only: the solution's own records (same seed) with empty
   containers, a key dropped from every dict, the last element dropped from every list and array, or a key added
@@ -34,6 +34,7 @@ import re
 import secrets
 import shutil
 import tempfile
+import zlib
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -185,15 +186,15 @@ def grade_handin(lab: Lab, nb: Any, folder: Path, student: str) -> Row:
 
 
 # -------------------------------------------------------------------------------------------------- forgeries
+STUB_CELL = "# Added: a stub for each name the source rules look for.\n%(stubs)s"
 FORGERY_CELL = '''\
-# One added cell: a stub for each name the source rules look for, then the probe records written by hand.
-%(stubs)s
-
+# Added: the probe records, written by hand over the run's records file.
 import atexit as _forge_atexit
 import base64 as _forge_b64
 import os as _forge_os
+import zlib as _forge_zlib
 
-_FORGED = _forge_b64.b64decode(%(records)r)
+_FORGED = _forge_zlib.decompress(_forge_b64.b64decode(%(records)r))
 
 
 def _forge():
@@ -218,12 +219,14 @@ def stub_source(names: list[str]) -> str:
 
 
 def forged_handin(lab: Lab, records: bytes) -> Any:
-    """The released lab, unanswered, plus one last cell: stubs for ``written``, then ``records`` written over
-    the run's probe records file (now, and again when the kernel exits)."""
+    """The released lab, unanswered, plus two last cells: stubs for ``written``, then ``records`` written over
+    the run's probe records file (now, and again when the kernel exits). The records (compressed) have a cell
+    of their own: the judge reads the source of a cell that defines a name ``written`` asks for, and a long
+    line there costs it minutes (``ast.get_source_segment``), which would measure the judge's time limit."""
     nb = copy.deepcopy(lab.released)
-    cell = FORGERY_CELL % {"stubs": stub_source(written_names(lab)),
-                           "records": base64.b64encode(records).decode("ascii"), "name": task.RECORDS_NAME}
-    nb.cells.append(nbformat.v4.new_code_cell(source=cell))
+    data = base64.b64encode(zlib.compress(records, 9)).decode("ascii")
+    nb.cells.append(nbformat.v4.new_code_cell(source=STUB_CELL % {"stubs": stub_source(written_names(lab))}))
+    nb.cells.append(nbformat.v4.new_code_cell(source=FORGERY_CELL % {"records": data, "name": task.RECORDS_NAME}))
     return nb
 
 
