@@ -7,8 +7,9 @@ earns by writing that file itself measures how much of a lab the judge takes on 
   every name a check's ``written(...)`` asks for, and a last one that truncates the run's records file and writes the
   records the solution left in *another* grading run (another seed); it writes them again when the kernel exits,
   after any probe that runs later;
-- the *empty-list forgery*: the same cells, the last one writing for every probe the solution recorded a value ``[]`` (variants:
-  ``{}``, and ``hollow``: the solution's values with every list and array emptied, dicts keeping their keys);
+- the *empty-list forgery*: the same cells, the last one writing for every probe the solution recorded a value
+  ``[]`` (variants: ``{}``, and ``hollow``: the solution's values with every list and array emptied, dicts keeping
+  their keys);
 - *mutated records* (:data:`MUTATIONS`), for the judge only: the solution's own records (same seed) with empty
   containers, a key dropped from every dict, the last element dropped from every list and array, or a key added
   to every dict; every check whose records changed must fail.
@@ -323,6 +324,7 @@ class Measure:
     max_auto: float
     declared: dict[str, float]
     solution: float = 0.0          # what the solution earned in the run whose records the generic forgery writes
+    checks: list[str] = field(default_factory=list)                      # the lab's checks, in order
     forgeries: dict[str, dict[str, Any]] = field(default_factory=dict)   # kind -> {earned, passed, status}
 
     @property
@@ -343,8 +345,8 @@ def measure_lab(lab: Lab, folder: Path, kinds: tuple[str, ...] = ("generic", *EM
     profile; the generic one replays the records of ``capture`` (a solution run with another seed)."""
     capture = capture or capture_solution(lab, folder / "solution")
     records = capture.records
-    m = Measure(lab.name, lab.max_auto, declared(lab), capture.row.auto)
     order = [c.check for c in lab.checks]
+    m = Measure(lab.name, lab.max_auto, declared(lab), capture.row.auto, order)
     for kind in kinds:
         data = capture.mine.records if kind == "generic" else replace_values(records, EMPTY_FORGERIES[kind])
         row = grade_handin(lab, forged_handin(lab, data), folder / kind, f"forgery-{kind}")
@@ -380,6 +382,8 @@ def readme_table(data: dict[str, Any]) -> str:
         got: dict[str, float] = {}
         for f in lab["forgeries"].values():
             got.update(f["passed"])
+        order = {c: i for i, c in enumerate(lab.get("checks", []))}
+        got = dict(sorted(got.items(), key=lambda kv: order.get(kv[0], len(order))))
         checks = ", ".join(f"{c} {p:g}" for c, p in got.items()) or "none"
         lines.append(f"| {_label(name)} | {checks} | {sum(got.values()):g}/{lab['max_auto']:g} |")
     lines.append(README_END)
