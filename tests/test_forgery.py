@@ -199,6 +199,10 @@ def _over(m: forgery.Measure, kind: str) -> str | None:
 def test_generic_forgery_earns_only_the_declared_share(name: str, tmp_path: Path,
                                                        tmp_path_factory: pytest.TempPathFactory) -> None:
     lab, cap = _capture(name, tmp_path_factory)
+    control = forgery.control_forgery(lab, cap, tmp_path)
+    assert control.auto >= 0.5 * lab.max_auto, \
+        f"{name}: the forged records with their own seed earned {control.auto:g}: do they reach the judge? " \
+        f"({control.status})"
     m = forgery.measure_lab(lab, tmp_path, ("generic",), capture=cap)
     assert sum(m.declared.values()) <= forgery.SHARE_CAP * lab.max_auto
     problem = _over(m, "generic")

@@ -356,6 +356,14 @@ def measure_lab(lab: Lab, folder: Path, kinds: tuple[str, ...] = ("generic", *EM
     return m
 
 
+def control_forgery(lab: Lab, capture: Capture, folder: Path) -> Row:
+    """The generic forgery graded with the seed of the run whose records it writes: what proves that the forged
+    records reach the judge (it earns about what the solution earns), so that a generic forgery's 0 means the
+    judge refused the records, not that the forgery wrote to the wrong file."""
+    with _seed(capture.seed):
+        return grade_handin(lab, forged_handin(lab, capture.mine.records), folder / "same-seed", "forgery-same-seed")
+
+
 def save_measurement(measures: list[Measure], path: Path = MEASUREMENT) -> dict[str, Any]:
     """Merge ``measures`` into the measurement file (other labs' entries stay) and return its content."""
     data: dict[str, Any] = {"profile": "tiny", "labs": {}}
