@@ -410,7 +410,7 @@ def readme_section(text: str) -> str | None:
 EXPECTED_NAME = re.compile(r"^_*(expected|expect|want|wanted|truth|correct|answer|ref|refs|reference|oracle)"
                            r"(_.*)?$|^_*np_|_ref$|_expected$")
 REFERENCE_MATH = {"matmul", "dot", "einsum", "tensordot", "exp", "expm1", "log", "log1p", "tanh", "softmax",
-                  "tril", "triu", "linalg", "nn", "layers", "sort", "argsort", "argmax", "argmin", "top_k",
+                  "tril", "triu", "linalg", "nn", "layers", "argsort", "argmax", "argmin", "top_k",
                   "cumsum", "mean", "median", "std", "var", "erf", "sigmoid"}
 LIBRARIES = {"np", "numpy", "tf", "tensorflow", "keras", "jnp", "scipy", "math"}
 
@@ -514,7 +514,8 @@ def probing_problems(source: str) -> list[str]:
     2. bind a name that says it holds an expected value (``expected``, ``want``, ``ref*``, ``reference``,
        ``*_ref``, ``_np_*``, ...);
     3. compute with reference math: ``@``, or a NumPy / TensorFlow / Keras function among
-       :data:`REFERENCE_MATH` (matmul, exp, softmax, tril, linalg, nn, layers, sort, mean, ...).
+       :data:`REFERENCE_MATH` (matmul, exp, softmax, tril, linalg, nn, layers, argsort, mean, ...); sorting
+       drawn indices (``np.sort``) is an input, not a reference.
     """
     parts = split_check(source)
     probing = parts[0] if parts else source
