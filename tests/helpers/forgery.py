@@ -46,7 +46,7 @@ import nbformat
 import numpy as np
 
 from xlalab.grading import assign, task
-from xlalab.grading.judge import split_check
+from xlalab.grading.judge import _dotted as judge_dotted, split_check
 from xlalab.grading.lab import Lab
 from xlalab.grading.probe import ProbeRecord, dump_records, parse_records
 from xlalab.grading.run import RunOutcome
@@ -415,16 +415,6 @@ REFERENCE_MATH = {"matmul", "dot", "einsum", "tensordot", "exp", "expm1", "log",
 LIBRARIES = {"np", "numpy", "tf", "tensorflow", "keras", "jnp", "scipy", "math"}
 
 
-def _dotted(node: ast.AST) -> list[str]:
-    parts = []
-    while isinstance(node, ast.Attribute):
-        parts.append(node.attr)
-        node = node.value
-    if isinstance(node, ast.Name):
-        parts.append(node.id)
-    return list(reversed(parts))
-
-
 def _is_call_of(node: ast.AST, name: str) -> bool:
     return isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == name
 
@@ -544,7 +534,7 @@ def probing_problems(source: str) -> list[str]:
         if isinstance(node, ast.BinOp) and isinstance(node.op, ast.MatMult):
             math.add("@")
         elif isinstance(node, ast.Call):
-            dotted = _dotted(node.func)
+            dotted = [p for p in judge_dotted(node.func).split(".") if p]
             if dotted and dotted[0] in LIBRARIES and REFERENCE_MATH & set(dotted[1:]):
                 math.add(".".join(dotted))
     if math:

@@ -579,11 +579,7 @@ def passes(fn: Callable, *args: Any, timeout: float = 600, keep: str | os.PathLi
     python_fn = getattr(fn, "python_function", fn)
     work = Path(keep) if keep is not None else Path(tempfile.mkdtemp(prefix="xlalab_passes_"))
     try:
-        work.mkdir(parents=True, exist_ok=True)
-        dump = work if keep is not None else work / "dump"
-        for old in dump.glob("module_*"):   # an earlier run's snapshots would mix with this one's
-            if old.is_file():
-                old.unlink()
+        dump = _dump_folder(work, keep)
         saved = tf.Module()
         saved.f = tf.function(python_fn, input_signature=specs)
         # Variables the function reads must be tracked to be saved with it.
@@ -615,6 +611,17 @@ def passes(fn: Callable, *args: Any, timeout: float = 600, keep: str | os.PathLi
             shutil.rmtree(work, ignore_errors=True)
 
 
+def _dump_folder(work: Path, keep: str | os.PathLike | None) -> Path:
+    """The folder XLA dumps into (``work`` itself when the caller keeps it, else ``work/dump``), made, and cleared of
+    an earlier run's snapshots, which would mix with this one's."""
+    work.mkdir(parents=True, exist_ok=True)
+    dump = work if keep is not None else work / "dump"
+    for old in dump.glob("module_*"):
+        if old.is_file():
+            old.unlink()
+    return dump
+
+
 def _gpu_passes(fn: Callable, specs: list[Any], target: str, timeout: float,
                 keep: str | os.PathLike | None) -> Frames:
     """:func:`passes` for a GPU target: TensorFlow's HLO here, XLA:GPU's passes in the deviceless compiler's process."""
@@ -627,11 +634,7 @@ def _gpu_passes(fn: Callable, specs: list[Any], target: str, timeout: float,
     hlo = hlo_text(fn, *specs, stage="hlo")
     work = Path(keep) if keep is not None else Path(tempfile.mkdtemp(prefix="xlalab_passes_"))
     try:
-        work.mkdir(parents=True, exist_ok=True)
-        dump = work if keep is not None else work / "dump"
-        for old in dump.glob("module_*"):   # an earlier run's snapshots would mix with this one's
-            if old.is_file():
-                old.unlink()
+        dump = _dump_folder(work, keep)
         result, log = gpu_compile.compile_with_dump(hlo, target, dump, vmodule=VMODULE, timeout=timeout)
         (work / "compile.log").write_text(log)
         frames = frames_from_dump(dump, log)
