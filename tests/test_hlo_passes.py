@@ -76,17 +76,21 @@ LOG = "\n".join([
 ])
 
 
+def _write_files(directory: Path, files: dict[str, str]) -> None:
+    """A dump folder holding ``files`` (name -> text), as XLA's ``--xla_dump_to`` writes them."""
+    for name, text in files.items():
+        (directory / name).write_text(text)
+
+
 def _write_dump(directory: Path) -> None:
-    files = {
+    _write_files(directory, {
         f"{MODULE}.before_optimizations.txt": BEFORE,
         f"{MODULE}.0000.simplification.after_pipeline-start.before_algsimp.txt": SAME,
         f"{MODULE}.0001.fusion-pipeline.after_pipeline-start.before_fusion.txt": BEFORE,
         f"{MODULE}.0002.fusion-pipeline.after_fusion.before_copy-insertion.txt": FUSED,
         f"{MODULE}.0003.fusion-pipeline.after_copy-insertion.before_dce.txt": COPIED,
         f"{MODULE}.cpu_after_optimizations.txt": COPIED,
-    }
-    for name, text in files.items():
-        (directory / name).write_text(text)
+    })
 
 
 def test_frames_from_a_dump_fold_unchanged_snapshots_and_carry_the_decisions(tmp_path):
@@ -231,7 +235,7 @@ LOG_REWRITE = "\n".join([
 
 
 def _write_rewrite_dump(directory: Path) -> None:
-    files = {
+    _write_files(directory, {
         f"{MODULE}.before_optimizations.txt": BEFORE,
         f"{MODULE}.0000.simplification.after_pipeline-start.before_algsimp.txt": BEFORE,
         f"{MODULE}.0001.simplification.after_algsimp.before_dce.txt": REWRITTEN,
@@ -239,9 +243,7 @@ def _write_rewrite_dump(directory: Path) -> None:
         f"{MODULE}.0003.fusion-pipeline.after_fusion.before_copy-insertion.txt": FUSED_ADD,
         f"{MODULE}.0004.fusion-pipeline.after_copy-insertion.before_dce.txt": COPIED_ADD,
         f"{MODULE}.cpu_after_optimizations.txt": COPIED_ADD,
-    }
-    for name, text in files.items():
-        (directory / name).write_text(text)
+    })
 
 
 def test_keeping_some_frames_measures_each_against_the_previous_one_kept(tmp_path):
