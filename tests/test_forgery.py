@@ -228,15 +228,18 @@ def test_empty_forgeries_earn_only_the_declared_share(name: str, tmp_path: Path,
 @pytest.mark.heavy
 @pytest.mark.parametrize("name", LABS)
 def test_mutated_records_fail_their_checks(name: str, tmp_path_factory: pytest.TempPathFactory) -> None:
-    """One judge run per mutation, every record mutated at once; the unmutated records pass everything."""
+    """One judge run per mutation, every record mutated at once; the unmutated records pass everything. A check the lab
+    declares self-reported is held only to the declared share (the generic forgery's tests): records that stay
+    consistent with themselves under a mutation (Lab 7's p8-recompute: every list one shorter) can pass it."""
     lab, cap = _capture(name, tmp_path_factory)
+    declared = forgery.declared(lab)
     records = cap.records
     control = forgery.judge_records(lab, cap, cap.mine.records)
     assert control.auto == lab.max_auto, \
         f"{name}: the judge alone on the solution's records earned {control.auto:g} ({control.status})"
     failures = []
     for kind, fn in forgery.MUTATIONS.items():
-        affected = forgery.affected_checks(lab, records, fn)
+        affected = [c for c in forgery.affected_checks(lab, records, fn) if c not in declared]
         row = forgery.judge_records(lab, cap, forgery.replace_values(records, fn))
         still = sorted(set(affected) & set(forgery.passed(row)))
         if still:

@@ -236,7 +236,9 @@ def test_a_kernel_flooding_its_own_sockets_is_stopped_at_the_cell_timeout(tmp_pa
     took = time.monotonic() - start
     assert not any(f.kind == "time limit" and "120" in f.detail for f in row.faults), row.status
     assert any("Timeout of 5 seconds" in e for e in row.cell_errors), row.cell_errors
-    assert row.auto == 4, "the checks before the flood count; the rest did not run"
+    # The visible check before the flood counts; the rest did not run (hidden checks run after every student cell,
+    # so p1-scale-random is lost with the flooded kernel, issue 34).
+    assert row.auto == 2, "the visible check before the flood counts; the rest did not run"
     assert took < 60, f"{took:.1f} s"
 
 
