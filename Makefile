@@ -90,4 +90,4 @@ $(COMPAT_DIR)/tf%/.installed-stamp: .ci/colab-like.txt .ci/colab-tf%.txt
 
 .PHONY: test-compat
 test-compat: $(STAMP) $(foreach v,$(COMPAT_TF),$(COMPAT_DIR)/tf$(v)/.installed-stamp)
-	$(PY) tests/compat_matrix.py $(foreach v,$(COMPAT_TF),$(COMPAT_DIR)/tf$(v))
+	$(PY) tests/scripts/compat_matrix.py $(foreach v,$(COMPAT_TF),$(COMPAT_DIR)/tf$(v))

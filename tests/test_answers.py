@@ -10,14 +10,17 @@ import csv
 import io
 import json
 from pathlib import Path
-from typing import Any
 
 import nbformat
 import pytest
 
-from xlalab import assign, grade
-from xlalab.grading import answers as answers_mod, cli, export
+from xlalab.cli import main as command
+from xlalab.grading import answers as answers_mod, assign, cli, export
+from xlalab.grading.cli import grade_submissions
+from xlalab.grading.feedback import feedback_text
 from xlalab.grading.lab import load_lab
+from xlalab.grading.options import GradeOptions
+from xlalab.grading.submissions import HandIn
 
 from helpers import (
     MODEL_WHY,
@@ -94,7 +97,7 @@ def test_answer_states_are_read_from_the_notebook(tmp_path):
     got = {a.answer: a for a in answers_mod.answers_of(lab, json.loads(nbformat.writes(nb)))}
     assert got["p2-why"].state == "answered" and got["p2-why"].earned is None
     assert got["p2-why"].text == "**Your answer:** associativity"
-    assert all(a.state == "missing" for a in answers_mod.collect(lab, tmp_path / "nothing.ipynb"))
+    assert all(a.state == "missing" for a in answers_mod.collect(lab, HandIn.read("x", tmp_path / "nothing.ipynb")))
 
 
 # -- grading two submissions, scoring by hand, merging, exporting -------------------------------------------------
@@ -110,15 +113,15 @@ def graded(tmp_path_factory):
     nbformat.write(nb, str(subs / "ann.ipynb"))
     nbformat.write(released(root), str(subs / "bob.ipynb"))
     out = root / "grades"
-    rows = grade.grade_submissions(root / "solutions" / f"{SAMPLE}.ipynb", [subs], out, cell_timeout=60,
-                                   timeout=180, memory_gb=3, quiet=True)
+    rows = grade_submissions(root / "solutions" / f"{SAMPLE}.ipynb", [subs],
+                                   GradeOptions(out=str(out), cell_timeout=60, timeout=180, memory_gb=3), quiet=True)
     return root, out, {r.student: r for r in rows}
 
 
 @pytest.mark.heavy   # graded: a grading run
 def test_the_gradebook_keeps_automatic_and_manual_points_apart(graded):
     root, out, rows = graded
-    assert rows["ann"].auto == 6 and rows["bob"].auto == 0, grade.feedback_text(rows["ann"])
+    assert rows["ann"].auto == 6 and rows["bob"].auto == 0, feedback_text(rows["ann"])
     book = _book(out)
     cols = list(next(iter(book.values())))
     assert cols[:7] == ["student", "total", "max", "auto", "max_auto", "manual", "max_manual"]
@@ -160,7 +163,7 @@ def test_manual_csv_is_merged_and_bad_lines_are_rejected_one_by_one(graded, caps
     filled += ("ann,p2-why,4,too many\nmallory,p2-why,1,\nann,p3-missing,1,\nbob,p2-why,2,generous\n"
                "ann,p1-explain,lots,\n")
     manual.write_text(filled, encoding="utf-8")
-    rc = cli.main([SAMPLE, "--source", str(root / "solutions"), "--merge-manual", str(manual), "--out", str(out)])
+    rc = command(["merge-manual", SAMPLE, str(manual), "--source", str(root / "solutions"), "--out", str(out)])
     err = capsys.readouterr().err
     rejected = [line for line in err.splitlines() if line.startswith("rejected:")]
     assert rc == 1 and len(rejected) == 5, err
@@ -189,8 +192,7 @@ def test_manual_csv_is_merged_and_bad_lines_are_rejected_one_by_one(graded, caps
 def test_exports_follow_the_documented_columns(graded, tmp_path):
     root, out, _ = graded
     src = str(root / "solutions")
-    assert cli.main([SAMPLE, "--source", src, "--out", str(out), "--export", "canvas", "--export", "moodle",
-                     "--export", "csv"]) == 0
+    assert command(["export", SAMPLE, "canvas", "moodle", "csv", "--source", src, "--out", str(out)]) == 0
     rows = list(csv.reader(io.StringIO((out / "export-canvas.csv").read_text())))
     assert rows[0] == ["Student", "ID", "SIS User ID", "SIS Login ID", "Section", SAMPLE]
     assert rows[1][0].strip() == "Points Possible" and rows[1][-1] in ("10", "10.0")
@@ -226,16 +228,16 @@ def test_regrading_keeps_the_instructors_points_for_an_unchanged_answer(tmp_path
     nb = answered(root)
     cell(nb, "p2-why").source = ANN_WHY
     nbformat.write(nb, str(sub))
-    kw: dict[str, Any] = dict(cell_timeout=60, timeout=180, memory_gb=3, quiet=True)
-    grade.grade_submissions(src, [sub], out, **kw)
+    opts = GradeOptions(out=str(out), cell_timeout=60, timeout=180, memory_gb=3)
+    grade_submissions(src, [sub], opts, quiet=True)
     manual = out / "manual.csv"
     manual.write_text(manual.read_text().replace("ann,p2-why,,", "ann,p2-why,3,fine"), encoding="utf-8")
     changed, errors = cli.merge_manual(src, manual, out, quiet=True)
     assert [r.student for r in changed] == ["ann"] and errors == []
-    (row,) = grade.grade_submissions(src, [sub], out, **kw)          # same answer: the points stay
+    (row,) = grade_submissions(src, [sub], opts, quiet=True)          # same answer: the points stay
     assert (row.manual, row.total) == (3, 9) and _book(out)["ann"]["p2-why"] == "3"
     assert "ann,p2-why,3,fine" in manual.read_text()                  # the filled template is not reset
     cell(nb, "p2-why").source = ANN_WHY + " Edited."
     nbformat.write(nb, str(sub))
-    (row,) = grade.grade_submissions(src, [sub], out, **kw)          # a changed answer waits to be scored again
+    (row,) = grade_submissions(src, [sub], opts, quiet=True)          # a changed answer waits to be scored again
     assert row.pending == ["p2-why"] and _book(out)["ann"]["p2-why"] == "" and row.total == 6

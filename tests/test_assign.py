@@ -1,4 +1,4 @@
-"""Unit tests of xlalab.assign on small notebooks made in the test (fast, no kernel)."""
+"""Unit tests of xlalab.grading.assign on small notebooks made in the test (fast, no kernel)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,8 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from xlalab import assign
+from xlalab import cli
+from xlalab.grading import assign
 
 from helpers import SAMPLE, SAMPLE_URL, check, code, md, sample_solution
 
@@ -132,23 +133,23 @@ def test_checks_lists_points_and_hidden():
 
 def test_main_writes_labs_and_check_detects_drift(sample_root: Path, capsys):
     root = str(sample_root)
-    assert assign.main(["--root", root, "--check"]) == 1  # labs/ missing
-    assert assign.main(["--root", root]) == 0
+    assert cli.main(["assign", "--root", root, "--check"]) == 1  # labs/ missing
+    assert cli.main(["assign", "--root", root]) == 0
     lab = sample_root / "labs" / f"{SAMPLE}.ipynb"
     first = lab.read_bytes()
-    assert assign.main(["--root", root, "--check"]) == 0
-    assert assign.main(["--root", root]) == 0 and lab.read_bytes() == first  # idempotent
+    assert cli.main(["assign", "--root", root, "--check"]) == 0
+    assert cli.main(["assign", "--root", root]) == 0 and lab.read_bytes() == first  # idempotent
     lab.write_text(lab.read_text().replace("Part 1", "Part One"))  # a hand edit
-    assert assign.main(["--root", root, "--check"]) == 1
-    assert assign.main(["--root", root]) == 0 and lab.read_bytes() == first
+    assert cli.main(["assign", "--root", root, "--check"]) == 1
+    assert cli.main(["assign", "--root", root]) == 0 and lab.read_bytes() == first
     sol = sample_root / "solutions" / f"{SAMPLE}.ipynb"
     nb = assign.read(sol)
     nb.cells.insert(0, md("new", "A new paragraph."))
     nbformat.write(nb, str(sol))  # the source changed, labs/ not regenerated
-    assert assign.main(["--root", root, "--check"]) == 1
+    assert cli.main(["assign", "--root", root, "--check"]) == 1
     (sample_root / "labs" / "lab77_orphan.ipynb").write_text("{}")
-    assert assign.main(["--root", root]) == 0
-    assert assign.main(["--root", root, "--check"]) == 1  # a lab without a solution
+    assert cli.main(["assign", "--root", root]) == 0
+    assert cli.main(["assign", "--root", root, "--check"]) == 1  # a lab without a solution
     assert "lab77_orphan" in capsys.readouterr().err
 
 
@@ -157,12 +158,12 @@ def test_main_refuses_a_bad_solution(sample_root: Path, capsys):
     nb = assign.read(sol)
     by_id(nb, "p1-check").source = by_id(nb, "p1-check").source.replace("(2 points)", "(5 points)")
     nbformat.write(nb, str(sol))
-    assert assign.main(["--root", str(sample_root)]) == 2
+    assert cli.main(["assign", "--root", str(sample_root)]) == 2
     assert "p1-scale" in capsys.readouterr().err
 
 
 def test_submissions_with_the_same_file_name_get_distinct_students(tmp_path):
-    from xlalab.grade import expand_submissions
+    from xlalab.grading.submissions import expand_submissions
 
     (tmp_path / "a").mkdir()
     (tmp_path / "b").mkdir()

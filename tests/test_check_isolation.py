@@ -17,11 +17,13 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from xlalab.grading import build, probe as p
+from xlalab.grading import build, probe as p, releases
 from xlalab.grading.judge import check_problems
 from xlalab.grading.lab import load_lab
+from xlalab.grading.options import GradeOptions
 
 from helpers import SAMPLE, answered, cell, code, insert_after, make_lab_root, released, sample_solution
+from helpers.grading import verdicts
 
 # The names an honest student may well choose, which are also names the grader or its checks use.
 STUDENT_NAMES = ("probe", "written", "got", "expected", "check", "report", "judge", "x", "model", "check_rng")
@@ -162,7 +164,7 @@ def _git(root: Path, *args: str) -> None:
 
 
 def test_a_check_of_an_earlier_release_is_a_note_and_an_edit_is_tampering(tmp_path, monkeypatch):
-    from xlalab import assign
+    from xlalab import cli
 
     (tmp_path / "repo").mkdir()
     root = make_lab_root(tmp_path / "repo")
@@ -179,11 +181,11 @@ def test_a_check_of_an_earlier_release_is_a_note_and_an_edit_is_tampering(tmp_pa
                                 "total([0.0]))\n# JUDGE\nassert z == 0.0, 'total([0]) should be 0'",
                                 check="p2-zero", points=1))
     nbformat.write(nb, str(sol))
-    assert assign.main(["--root", str(root)]) == 0
+    assert cli.main(["assign", "--root", str(root)]) == 0
     _git(root, "commit", "-q", "-am", "second release")
     target = tmp_path / "released_checks.json"
-    monkeypatch.setattr(build, "RELEASED_CHECKS", target)
-    build.record_released_checks(root, target)
+    monkeypatch.setattr(releases, "RELEASED_CHECKS", target)
+    releases.record_released_checks(root, target)
     assert len(json.loads(target.read_text())[SAMPLE]["checks"]["p1-scale"]) == 2
     lab = load_lab(sol)
     for c in old.cells:
@@ -204,7 +206,7 @@ def test_a_check_of_an_earlier_release_is_a_note_and_an_edit_is_tampering(tmp_pa
     notes = []
     _, tampering = build.build_graded(lab, new, tmp_path / "r.jsonl", 1, notes=notes)
     assert notes == [] and tampering == ["check `p2-zero` was deleted; the released check was run"]
-    build.released_digests.cache_clear()
+    releases.released_digests.cache_clear()
 
 
 # -- leaks -------------------------------------------------------------------------------------------------------
@@ -223,10 +225,11 @@ def test_a_failed_hidden_checks_feedback_shows_no_input_and_no_expected_value(sa
     judge = RunOutcome([CellResult(i, f"cell-{c}", c, "call", "passed" if i == 0 else "failed",
                                    "" if i == 0 else leak if lab.checks[i].hidden else "AssertionError: visible")
                         for i, c in enumerate(ids)],
-                       timed_out=False, returncode=0, log_tail="", records=ids[0].encode(), ran=True)
+                       timed_out=False, returncode=0, log_tail="",
+                       records=verdicts(ids[0], missing={ids[3]: "total-random"}), ran=True)
     judge.results[3] = CellResult(3, "cell-x", ids[3], "call", "failed",
                                   "xlalab.grading.probe.ProbeError: probe 'total-random' did not run in your notebook")
-    checks, _, _ = score(lab, student, judge, timeout=120)
+    checks = score(lab, student, judge, timeout=120).checks
     row = Row("s", lab.name, lab.maximum, checks)
     text = feedback_text(row)
     for secret in ("604087", "582", "487", "3991658020", "'total-random'", "gemv_bytes", "shape"):
@@ -332,7 +335,7 @@ def _leaky_solution() -> nbformat.NotebookNode:
 
 @pytest.fixture(scope="module")
 def graded(tmp_path_factory):
-    from xlalab import grade
+    from xlalab.grading.cli import grade_submissions
 
     root = make_lab_root(tmp_path_factory.mktemp("repo"), _leaky_solution())
     subs = tmp_path_factory.mktemp("handins")
@@ -345,8 +348,8 @@ def graded(tmp_path_factory):
     for name, nb in {"honest": honest, "reader": reader, "wrong": wrong}.items():
         (subs / f"{name}.ipynb").write_text(json.dumps(nb), encoding="utf-8")
     out = tmp_path_factory.mktemp("grades")
-    rows = grade.grade_submissions(root / "solutions" / f"{SAMPLE}.ipynb", [subs], out, jobs=1,
-                                   cell_timeout=60, timeout=240, memory_gb=3)
+    rows = grade_submissions(root / "solutions" / f"{SAMPLE}.ipynb", [subs],
+                                   GradeOptions(out=str(out), jobs=1, cell_timeout=60, timeout=240, memory_gb=3))
     return {r.student: r for r in rows}, out
 
 
@@ -385,8 +388,8 @@ def test_a_hidden_checks_message_with_its_inputs_is_not_in_the_feedback(graded):
 @pytest.mark.slow
 def test_lab05_graded_with_the_students_own_probe_model_earns_every_point(tmp_path, monkeypatch):
     """The reported case: a correct Lab 5 whose student names its activation-reading model `probe`."""
-    from xlalab import grade
     from xlalab.grading import assign
+    from xlalab.grading.cli import grade_submissions
 
     monkeypatch.setenv("XLALAB_PROFILE", "tiny")
     repo = Path(__file__).resolve().parents[1]
@@ -400,8 +403,9 @@ def test_lab05_graded_with_the_students_own_probe_model_earns_every_point(tmp_pa
     sub = tmp_path / "handin" / sol.name
     sub.parent.mkdir()
     sub.write_text(json.dumps(nb), encoding="utf-8")
-    (r,) = grade.grade_submissions(sol, [sub], tmp_path / "out", env={"XLALAB_PROFILE": "tiny"}, cell_timeout=900,
-                                   timeout=2400, memory_gb=8)
+    (r,) = grade_submissions(sol, [sub],
+                                   GradeOptions(out=str(tmp_path / "out"), cell_timeout=900, timeout=2400,
+                                                memory_gb=8), env={"XLALAB_PROFILE": "tiny"})
     assert r.auto == r.max_auto, [(c.check, c.message, c.detail) for c in r.checks if not c.passed]
     assert "tampered" not in r.status, r.status
 

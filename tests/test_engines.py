@@ -5,6 +5,7 @@ script. The sample lab (NumPy only) keeps this fast.
 
 from __future__ import annotations
 
+import functools
 import os
 import shutil
 import subprocess
@@ -12,9 +13,13 @@ from pathlib import Path
 
 import pytest
 
-from xlalab import grade
+from xlalab import cli
 from xlalab.grading import engine
+from xlalab.grading.cli import grade_submissions
+from xlalab.grading.options import GradeOptions
 from xlalab.grading.score import Row
+from xlalab.grading.submissions import HandIn
+from xlalab.grading.task import Limits
 
 from helpers import LIMITS, SAMPLE, answered, cell, outputs, released, write_handins
 
@@ -34,28 +39,29 @@ def test_serial_j2_and_a_scheduler_give_identical_gradebooks(lab_root, handins, 
     from distributed import LocalCluster
 
     lab = lab_root / "solutions" / f"{SAMPLE}.ipynb"
-    serial = grade.grade_submissions(lab, [handins], tmp_path / "serial", jobs=1, **LIMITS)
-    pooled = grade.grade_submissions(lab, [handins], tmp_path / "j2", jobs=2, **LIMITS)
+    serial = grade_submissions(lab, [handins], GradeOptions(out=str(tmp_path / "serial"), jobs=1, **LIMITS))
+    pooled = grade_submissions(lab, [handins], GradeOptions(out=str(tmp_path / "j2"), jobs=2, **LIMITS))
     assert "LocalCluster, 2 workers" in pooled.engine
     with LocalCluster(n_workers=2, threads_per_worker=1, host="127.0.0.1", dashboard_address=None,
                       processes=True, memory_limit=0) as cluster:
         assert cluster.scheduler_address.startswith("tcp://127.0.0.1:")
-        remote = grade.grade_submissions(lab, [handins], tmp_path / "sched", scheduler=cluster.scheduler_address,
-                                         **LIMITS)
+        remote = grade_submissions(lab, [handins],
+                                         GradeOptions(out=str(tmp_path / "sched"), scheduler=cluster.scheduler_address,
+                                                      **LIMITS))
     assert "scheduler tcp://127.0.0.1" in remote.engine
     by = {r.student: r.total for r in serial}
     assert by == {"good": 6, "blank": 0, "empty": 0, "wrong_total": 4}, by
     assert outputs(tmp_path / "serial") == outputs(tmp_path / "j2") == outputs(tmp_path / "sched")
 
 
-def _dies_for_crash(lab, student, path, **kwargs) -> Row:
+def _dies_for_crash(lab, handin: HandIn, limits: Limits, *, marker: str) -> Row:
     """A task function whose worker dies on the student "crash", and on "flaky" the first time only."""
-    marker = Path(kwargs["marker"])
-    if student == "crash" or (student == "flaky" and not marker.exists()):
+    student, died = handin.student, Path(marker)
+    if student == "crash" or (student == "flaky" and not died.exists()):
         if student == "flaky":
-            marker.write_text("died once")
+            died.write_text("died once")
         os._exit(1)
-    return Row(student, lab.name, lab.maximum, status="graded")
+    return Row(student, lab.name, lab.maximum)
 
 
 @pytest.mark.heavy   # a Dask cluster
@@ -63,12 +69,12 @@ def test_a_worker_that_dies_loses_only_its_task(lab_root, tmp_path):
     from xlalab.grading.lab import load_lab
 
     lab = load_lab(lab_root / "solutions" / f"{SAMPLE}.ipynb")
-    entries = [(name, tmp_path / f"{name}.ipynb") for name in ("a", "crash", "flaky", "b")]
-    for _, p in entries:
-        p.write_text("{}")
+    for name in ("a", "crash", "flaky", "b"):
+        (tmp_path / f"{name}.ipynb").write_text("{}")
+    entries = [HandIn.read(name, tmp_path / f"{name}.ipynb") for name in ("a", "crash", "flaky", "b")]
     seen: list[str] = []
-    rows = engine.run(lab, entries, {"marker": str(tmp_path / "flaky.died")}, engine.EngineSpec(jobs=2),
-                      lambda r: seen.append(r.student), fn=_dies_for_crash)
+    rows = engine.run(lab, entries, Limits(), engine.EngineSpec(jobs=2), lambda r: seen.append(r.student),
+                      fn=functools.partial(_dies_for_crash, marker=str(tmp_path / "flaky.died")))
     status = {r.student: r.status for r in rows}
     assert status["a"] == status["b"] == "graded"
     assert status["flaky"] == "graded", "a task whose worker died once is retried"
@@ -79,7 +85,7 @@ def test_a_worker_that_dies_loses_only_its_task(lab_root, tmp_path):
 @pytest.mark.parametrize("cluster, directive", [("slurm", "#SBATCH"), ("pbs", "#PBS"), ("sge", "#$"),
                                                  ("lsf", "#BSUB")])
 def test_cluster_dry_run_prints_a_valid_job_script(cluster, directive, capsys, tmp_path):
-    assert grade.main([SAMPLE, "--cluster", cluster, "--dry-run", "--queue", "short", "--cores", "8",
+    assert cli.main(["grade", SAMPLE, "--cluster", cluster, "--dry-run", "--queue", "short", "--cores", "8",
                        "--memory", "32GB", "--walltime", "01:30:00", "--gpus", "1",
                        "--prologue", "source /shared/course/.venv/bin/activate"]) == 0
     script = capsys.readouterr().out
@@ -96,7 +102,7 @@ def test_cluster_dry_run_prints_a_valid_job_script(cluster, directive, capsys, t
 
 
 def test_dry_run_needs_a_cluster(capsys):
-    assert grade.main([SAMPLE, "--dry-run"]) == 2
+    assert cli.main(["grade", SAMPLE, "--dry-run"]) == 2
     assert "--cluster" in capsys.readouterr().err
 
 
@@ -116,7 +122,7 @@ except Exception as err:
 """
 
 
-def _attack_from_the_worker(lab, student, path, **kwargs) -> Row:
+def _attack_from_the_worker(lab, handin: HandIn, limits: Limits) -> Row:
     """A task that, on the worker, has another local process connect to the run's scheduler without the run's
     credentials: plainly (what another user did in the trial) or with a TLS certificate of its own."""
     import subprocess
@@ -125,9 +131,9 @@ def _attack_from_the_worker(lab, student, path, **kwargs) -> Row:
     from distributed import get_worker
 
     addr = get_worker().scheduler.address
-    out = subprocess.run([sys.executable, "-c", _CONNECT, addr, student], capture_output=True, text=True,
+    out = subprocess.run([sys.executable, "-c", _CONNECT, addr, handin.student], capture_output=True, text=True,
                          timeout=60).stdout.strip()
-    return Row(student, lab.name, lab.maximum, status=f"{out} {addr}")
+    return Row(handin.student, lab.name, lab.maximum, cell_errors=[f"{out} {addr}"])
 
 
 @pytest.mark.heavy   # a Dask cluster
@@ -137,17 +143,18 @@ def test_the_run_cluster_refuses_connections_without_the_runs_credentials(lab_ro
     from xlalab.grading.lab import load_lab
 
     lab = load_lab(lab_root / "solutions" / f"{SAMPLE}.ipynb")
-    entries = [("plain", tmp_path / "a.ipynb"), ("foreign-cert", tmp_path / "b.ipynb")]
-    rows = engine.run(lab, entries, {}, engine.EngineSpec(jobs=2), lambda r: None, fn=_attack_from_the_worker)
+    entries = [HandIn("plain", tmp_path / "a.ipynb"), HandIn("foreign-cert", tmp_path / "b.ipynb")]
+    rows = engine.run(lab, entries, Limits(), engine.EngineSpec(jobs=2), lambda r: None, fn=_attack_from_the_worker)
     for r in rows:
-        assert r.status.startswith("refused") and " tls://127.0.0.1:" in r.status, (r.student, r.status)
+        said = r.cell_errors[0]
+        assert said.startswith("refused") and " tls://127.0.0.1:" in said, (r.student, said)
 
 
 def test_the_slurm_job_script_has_workers_speak_tls_with_the_runs_key(capsys):
     """Break (issue 25): the Slurm job script had workers connect over plain TCP to the host's address."""
     import re
 
-    assert grade.main([SAMPLE, "--cluster", "slurm", "--dry-run"]) == 0
+    assert cli.main(["grade", SAMPLE, "--cluster", "slurm", "--dry-run"]) == 0
     script = capsys.readouterr().out
     assert "tcp://" not in script and "--protocol tls://" in script, script
     for flag in ("--tls-ca-file", "--tls-cert", "--tls-key"):

@@ -24,10 +24,20 @@ def test_byte_size(n, text):
     assert fmt.byte_size(n) == text
 
 
-def test_byte_size_is_the_graphs_format_bytes():
-    from xlalab.hlo import graph
+def test_a_drawn_graph_prints_each_kernels_bytes_as_byte_size():
+    """The HLO graph's labels use this one format (review s5: an import alias was all this test checked)."""
+    from html import unescape
 
-    assert graph.format_bytes is fmt.byte_size
+    from xlalab import hlo
+
+    from helpers.hlo import load
+
+    text = load("tf_cpu_step_after_optimizations.txt")
+    kernels = hlo.summary(text)["kernel_list"]
+    source = unescape(hlo.draw(text, format="dot").source)
+    assert any(k["bytes"] % 1024 for k in kernels if k["bytes"] > 1024), "no kernel whose size shows decimals"
+    for k in kernels:
+        assert f"moves {fmt.byte_size(k['bytes'])}" in source, (k["name"], k["bytes"])
 
 
 @pytest.mark.parametrize("n, text", [(2**29, "512 MiB"), (64 * 2**20, "64 MiB"), (2**30, "1 GiB"),

@@ -166,12 +166,12 @@ def test_readme_table_renders() -> None:
 
 
 def test_readme_table_is_the_measurement() -> None:
-    """README's table of self-reported points is the one the last measurement gives (tests/self_reported.py)."""
+    """README's table of self-reported points is the one the last measurement gives (tests/scripts/self_reported.py)."""
     section = forgery.readme_section((forgery.REPO / "README.md").read_text(encoding="utf-8"))
     assert section is not None, "README.md lacks the generated table's markers"
     data = json.loads(forgery.MEASUREMENT.read_text(encoding="utf-8"))
-    assert section == forgery.readme_table(data), "run `.venv/bin/python tests/self_reported.py --readme-only`"
-    assert sorted(data["labs"]) == LABS, "the measurement lacks a lab: run tests/self_reported.py LAB"
+    assert section == forgery.readme_table(data), "run `.venv/bin/python tests/scripts/self_reported.py --readme-only`"
+    assert sorted(data["labs"]) == LABS, "the measurement lacks a lab: run tests/scripts/self_reported.py LAB"
 
 
 # ------------------------------------------------------------------------------------------- forgeries (slow)

@@ -19,6 +19,8 @@ from pathlib import Path
 
 import pytest
 
+from xlalab.grading.options import GradeOptions
+
 from helpers import handin_copy
 
 REPO = Path(__file__).resolve().parent.parent
@@ -82,11 +84,12 @@ def test_unknown_gpu_has_no_datasheet_row():
 @pytest.mark.timeout(2400)
 def test_lab06_solution_on_a_gpu_without_a_datasheet_row(tmp_path):
     """Lab 6's solution keeps every point when the GPU has no datasheet row (its Part 6 roofline reads peaks())."""
-    from xlalab import grade
+    from xlalab.grading.cli import grade_submissions
+    from xlalab.grading.feedback import feedback_text
 
     lab = REPO / "solutions" / "lab06_resnet.ipynb"
     env = {"XLALAB_PROFILE": "tiny", "XLALAB_FAKE_GPU": UNKNOWN_GPU, "XLALAB_FAKE_GPU_CC": UNKNOWN_CC}
-    (row,) = grade.grade_submissions(lab, [handin_copy(lab, tmp_path / "handin")], tmp_path / "out", env=env,
-                                     cell_timeout=900, timeout=2400,
-                                     memory_gb=8)
-    assert row.auto == row.max_auto, grade.feedback_text(row)
+    (row,) = grade_submissions(lab, [handin_copy(lab, tmp_path / "handin")],
+                                     GradeOptions(out=str(tmp_path / "out"), cell_timeout=900, timeout=2400,
+                                                  memory_gb=8), env=env)
+    assert row.auto == row.max_auto, feedback_text(row)

@@ -13,7 +13,7 @@ from xlalab import gpu_check, hw
 @pytest.mark.skipif(bool(hw.gpus()), reason="this machine has a GPU")
 def test_without_a_gpu_it_says_so_and_exits_non_zero(tmp_path):
     env = dict(os.environ, XLALAB_FAKE_GPU="NVIDIA A100-SXM4-40GB", TF_CPP_MIN_LOG_LEVEL="3")
-    out = subprocess.run([sys.executable, "-m", "xlalab.gpu_check", "--out-dir", str(tmp_path)],
+    out = subprocess.run([sys.executable, "-m", "xlalab", "gpu-check", "--out-dir", str(tmp_path)],
                          capture_output=True, text=True, timeout=300, env=env)
     assert out.returncode == gpu_check.NO_GPU_EXIT
     assert "TensorFlow sees no GPU" in out.stderr
@@ -52,7 +52,7 @@ def test_colab_notebook_clones_the_configured_repository():
     nb = json.loads((repo / "gpu_check.ipynb").read_text())
     text = "\n".join("".join(c["source"]) for c in nb["cells"])
     assert f'REPO_URL = "{url}"' in text, "gpu_check.ipynb must clone repository.url from _config.yml"
-    assert "python -m xlalab.gpu_check" in text
+    assert "python -m xlalab gpu-check" in text
     assert "gpu_check" not in (repo / "_toc.yml").read_text()
     colab = (url.replace("https://github.com/", "https://colab.research.google.com/github/")
              + "/blob/main/gpu_check.ipynb")

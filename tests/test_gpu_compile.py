@@ -9,7 +9,6 @@ from __future__ import annotations
 import json
 import re
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
@@ -64,10 +63,10 @@ def test_a_compile_past_its_timeout_is_killed_with_a_clear_error(monkeypatch, tm
     sleeper.write_text("import time\ntime.sleep(120)\n")
     monkeypatch.setattr(g, "WORKER", sleeper)
     monkeypatch.setattr(g, "missing_packages", lambda: [])
-    start = time.monotonic()
+    # Only subprocess's TimeoutExpired gives this error: the child (asleep for 120 s) was killed at the 2 s timeout,
+    # a margin no load on the machine can invert (no bound on the real clock needed).
     with pytest.raises(g.GpuCompileTimeout, match="timeout of 2 s and was killed"):
         g.compile_hlo("HloModule m", "T4", timeout=2)
-    assert time.monotonic() - start < 60
 
 
 def test_worker_env_is_set_in_one_place_and_drops_the_callers_xla_flags(monkeypatch):
@@ -321,16 +320,17 @@ def test_passes_and_flipbook_for_h100_show_xla_gpu_passes_and_priority_fusion_de
 def test_the_local_gpu_is_compiled_on_the_device_and_says_so(monkeypatch):
     import tensorflow as tf
 
-    from xlalab.hlo import source
-
     calls: list[Any] = []
 
-    def on_device(fn, *args, stage):
-        calls.append(stage)
-        return "HloModule m\n\nENTRY e {\n  p = f32[8] parameter(0)\n  ROOT n = f32[8] negate(p)\n}\n"
+    class Jit:   # TensorFlow's compile of the function, as g.as_jit gives it: records the stage asked for
+        def experimental_get_compiler_ir(self, *args):
+            def ir(stage):
+                calls.append(stage)
+                return "HloModule m\n\nENTRY e {\n  p = f32[8] parameter(0)\n  ROOT n = f32[8] negate(p)\n}\n"
+            return ir
 
     monkeypatch.setattr(g, "local_gpu_target", lambda: "H100-SXM")
-    monkeypatch.setattr(source, "hlo_text", on_device)
+    monkeypatch.setattr(g, "as_jit", lambda fn: Jit())
 
     def deviceless(hlo, names, **kw):
         calls.append(("deviceless", tuple(names)))

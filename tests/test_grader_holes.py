@@ -16,9 +16,11 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from xlalab import grade
 from xlalab.grading import sandbox
+from xlalab.grading.cli import grade_submissions
+from xlalab.grading.faults import GRADED, NOT_GRADED
 from xlalab.grading.gradebook import Gradebook
+from xlalab.grading.options import GradeOptions
 from xlalab.grading.score import CheckResult, Row
 from xlalab.grading.submissions import safe_name
 
@@ -33,6 +35,7 @@ from helpers import (
     released,
     sample_solution,
 )
+from helpers.grading import feedback_file
 
 pytestmark = [pytest.mark.xdist_group("sandbox")]
 
@@ -222,8 +225,9 @@ def jailed(holes_root, tmp_path_factory):
     saved = {k: os.environ.get(k) for k in SECRET_ENV}
     os.environ.update(SECRET_ENV)    # the grader's own environment
     try:
-        rows = grade.grade_submissions(holes_root / "solutions" / f"{SAMPLE}.ipynb", [subs], out, jobs=2,
-                                       sandbox="bwrap", cell_timeout=60, timeout=120, memory_gb=3, quiet=True)
+        rows = grade_submissions(holes_root / "solutions" / f"{SAMPLE}.ipynb", [subs],
+                                       GradeOptions(out=str(out), jobs=2, sandbox="bwrap", cell_timeout=60, timeout=120,
+                                                    memory_gb=3), quiet=True)
     finally:
         secret.unlink()
         for k, v in saved.items():
@@ -232,10 +236,6 @@ def jailed(holes_root, tmp_path_factory):
             else:
                 os.environ[k] = v
     return {r.student: r for r in rows}, out
-
-
-def _feedback(out: Path, name: str) -> str:
-    return (out / "feedback" / f"{name}.md").read_text(encoding="utf-8")
 
 
 @slow
@@ -274,7 +274,7 @@ def test_hidden_check_source_never_reaches_the_feedback(jailed):
     r = rows["guard_read"]
     hidden = next(c for c in r.checks if c.check == "p2-total-random")
     assert not hidden.passed
-    text = _feedback(out, "guard_read")
+    text = feedback_file(out, "guard_read")
     for secret in ("default_rng", "size=37", "normal", "isclose"):
         assert secret not in text, (secret, hidden.message)
 
@@ -289,7 +289,7 @@ def test_limits_hold_and_are_named_in_the_feedback(jailed, name, word):
     r = rows[name]
     assert r.total == MAX, (name, r.status, r.cell_errors)
     assert any(word in b for b in r.blocked), (name, r.blocked, r.cell_errors)
-    assert "## Blocked by the grader" in _feedback(out, name)
+    assert "## Blocked by the grader" in feedback_file(out, name)
 
 
 @slow
@@ -297,7 +297,7 @@ def test_limits_hold_and_are_named_in_the_feedback(jailed, name, word):
 def test_only_named_environment_variables_enter_the_jail(jailed):
     """Item 5: TF_TOKEN_*, TF_VAR_* and CUDA_API_KEY stay out (no prefix matching)."""
     rows, out = jailed
-    text = _feedback(out, "env_leak") + "\n".join(rows["env_leak"].cell_errors)
+    text = feedback_file(out, "env_leak") + "\n".join(rows["env_leak"].cell_errors)
     assert "ENV " in text
     for value in SECRET_ENV.values():
         assert value not in text
@@ -319,7 +319,7 @@ def test_a_lone_surrogate_in_an_error_is_written_not_fatal(jailed):
     """Item 8: an error message with \\ud800 becomes feedback; the rest of the class is graded."""
     rows, out = jailed
     assert rows["surrogate_error"].total == MAX - 3, rows["surrogate_error"].checks   # p2-total, its hidden one, p3
-    assert "ValueError: bad \ufffd text" in _feedback(out, "surrogate_error")
+    assert "ValueError: bad \ufffd text" in feedback_file(out, "surrogate_error")
     book = list(csv.DictReader(io.StringIO((out / "gradebook.csv").read_text(encoding="utf-8"))))
     assert sorted(r["student"] for r in book) == sorted(rows)
 
@@ -368,8 +368,9 @@ def test_a_name_with_newlines_forges_no_section_and_odd_names_are_graded(tmp_pat
     (Path(os.fsdecode(os.fsencode(subs) + b"/caf\xe9")) / f"{SAMPLE}.ipynb").write_text(
         json.dumps(released(root)), encoding="utf-8")
     out = tmp_path / "out"
-    rows = grade.grade_submissions(root / "solutions" / f"{SAMPLE}.ipynb", [subs], out, sandbox="none",
-                                   cell_timeout=30, timeout=60, memory_gb=3, quiet=True)
+    rows = grade_submissions(root / "solutions" / f"{SAMPLE}.ipynb", [subs],
+                                   GradeOptions(out=str(out), sandbox="none", cell_timeout=30, timeout=60,
+                                                memory_gb=3), quiet=True)
     assert len(rows) == 3, [r.student for r in rows]
     text = (out / "answers" / SAMPLE / "p2-why.md").read_text(encoding="utf-8")
     headers = [line for line in text.splitlines() if line.startswith("### ")]
@@ -406,8 +407,9 @@ def test_links_fifos_and_huge_hand_ins_are_refused_with_the_reason(tmp_path):
     out = tmp_path / "out"
     signal.alarm(60)   # a FIFO must not hang the grader
     try:
-        rows = grade.grade_submissions(root / "solutions" / f"{SAMPLE}.ipynb", [subs], out, sandbox="none",
-                                       cell_timeout=30, timeout=60, memory_gb=3, quiet=True)
+        rows = grade_submissions(root / "solutions" / f"{SAMPLE}.ipynb", [subs],
+                                       GradeOptions(out=str(out), sandbox="none", cell_timeout=30, timeout=60,
+                                                    memory_gb=3), quiet=True)
     finally:
         signal.alarm(0)
     by = {r.student: r for r in rows}
@@ -434,11 +436,17 @@ def test_one_broken_hand_in_never_stops_the_class(tmp_path):
     (subs / "surrogate.ipynb").write_text(json.dumps(nb), encoding="utf-8")
     (subs / "zz_blank.ipynb").write_text(json.dumps(released(root)), encoding="utf-8")
     out = tmp_path / "out"
-    rows = grade.grade_submissions(root / "solutions" / f"{SAMPLE}.ipynb", [subs], out, sandbox="none",
-                                   cell_timeout=30, timeout=60, memory_gb=3, quiet=True)
+    rows = grade_submissions(root / "solutions" / f"{SAMPLE}.ipynb", [subs],
+                                   GradeOptions(out=str(out), sandbox="none", cell_timeout=30, timeout=60,
+                                                memory_gb=3), quiet=True)
     by = {r.student: r for r in rows}
     assert sorted(by) == ["nested", "nontext", "surrogate", "zz_blank"]
-    assert "nested" in by["nested"].status or "not graded" in by["nested"].status
+    nested = by["nested"]     # refused as a file, with the reason, as a typed fault (not read from the status)
+    assert nested.state == NOT_GRADED and nested.total == 0
+    assert [f.kind for f in nested.faults] == ["not graded"] and "nested too deeply" in nested.faults[0].detail
+    states = {name: (r.state, [f.kind for f in r.faults if f.kind == "not graded"]) for name, r in by.items()}
+    assert states["nontext"] == (NOT_GRADED, ["not graded"]), states          # a cell source that is no text
+    assert states["surrogate"] == states["zz_blank"] == (GRADED, []), states  # graded, each with its own points
     for name in by:
         assert (out / "feedback" / f"{safe_name(name)}.md").exists(), name
     manual = (out / "manual.csv").read_text(encoding="utf-8")

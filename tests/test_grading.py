@@ -19,10 +19,16 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from xlalab import grade
+from xlalab import cli
 from xlalab.grading import CheckState  # noqa: F401  (the notebook side must keep importing)
+from xlalab.grading.build import build_graded
+from xlalab.grading.cli import grade_submissions
+from xlalab.grading.lab import load_lab
+from xlalab.grading.options import GradeOptions
+from xlalab.grading.score import Row
 
 from helpers import SAMPLE, answered, cell, code, insert_after, released
+from helpers.grading import verdicts
 
 pytestmark = [pytest.mark.xdist_group("grading"), pytest.mark.slow]
 
@@ -133,14 +139,15 @@ def batch(lab_root, tmp_path_factory):
     paths = build_submissions(lab_root, subs_dir)
     out = tmp_path_factory.mktemp("grades")
     start = time.monotonic()
-    rows = grade.grade_submissions(lab_root / "solutions" / f"{SAMPLE}.ipynb", [subs_dir], out, jobs=2,
-                                   cell_timeout=CELL_TIMEOUT, timeout=TIMEOUT, memory_gb=MEMORY_GB)
+    rows = grade_submissions(lab_root / "solutions" / f"{SAMPLE}.ipynb", [subs_dir],
+                                   GradeOptions(out=str(out), jobs=2, cell_timeout=CELL_TIMEOUT, timeout=TIMEOUT,
+                                                memory_gb=MEMORY_GB))
     elapsed = time.monotonic() - start
     print(f"graded {len(rows)} submissions in {elapsed:.0f} s")
     return {r.student: r for r in rows}, out, paths
 
 
-def row(batch, name) -> grade.Row:
+def row(batch, name) -> Row:
     return batch[0][name]
 
 
@@ -148,7 +155,7 @@ def feedback(batch, name) -> str:
     return (batch[1] / "feedback" / f"{name}.md").read_text(encoding="utf-8")
 
 
-def earned(r: grade.Row) -> dict[str, float]:
+def earned(r: Row) -> dict[str, float]:
     return r.points()
 
 
@@ -280,8 +287,9 @@ def test_wall_clock_limit_ends_the_notebook_and_its_kernel(lab_root, tmp_path):
     sub = tmp_path / "sleeper.ipynb"
     sub.write_text(json.dumps(nb), encoding="utf-8")
     start = time.monotonic()
-    (r,) = grade.grade_submissions(lab_root / "solutions" / f"{SAMPLE}.ipynb", [sub], tmp_path / "out",
-                                   cell_timeout=120, timeout=15, memory_gb=MEMORY_GB, sandbox="none")
+    (r,) = grade_submissions(lab_root / "solutions" / f"{SAMPLE}.ipynb", [sub],
+                                   GradeOptions(out=str(tmp_path / "out"), cell_timeout=120, timeout=15,
+                                                memory_gb=MEMORY_GB, sandbox="none"))
     assert time.monotonic() - start < 60
     assert "time limit 15 s reached" in r.status
     assert earned(r)["p1-scale"] == 2 and r.total == 2, r   # hidden checks come last: never reached
@@ -302,8 +310,9 @@ def test_parallel_grading_equals_serial(batch, lab_root, tmp_path):
     _, out, paths = batch
     names = ["good", "blank", "invalid_json", "tampered_check"]
     serial = tmp_path / "serial"
-    grade.grade_submissions(lab_root / "solutions" / f"{SAMPLE}.ipynb", [paths[n] for n in names], serial,
-                            jobs=1, cell_timeout=CELL_TIMEOUT, timeout=TIMEOUT, memory_gb=MEMORY_GB)
+    grade_submissions(lab_root / "solutions" / f"{SAMPLE}.ipynb", [paths[n] for n in names],
+                            GradeOptions(out=str(serial), jobs=1, cell_timeout=CELL_TIMEOUT, timeout=TIMEOUT,
+                                         memory_gb=MEMORY_GB))
     with open(out / "gradebook.csv", newline="", encoding="utf-8") as f:
         parallel_rows = [r for r in csv.DictReader(f) if r["student"] in names]
     with open(serial / "gradebook.csv", newline="", encoding="utf-8") as f:
@@ -318,7 +327,8 @@ def test_regrading_one_student_keeps_the_other_rows(batch, lab_root, tmp_path):
     copy_out = tmp_path / "grades"
     shutil.copytree(out, copy_out)
     before = (copy_out / "gradebook.csv").read_text().splitlines()
-    grade.grade_submissions(lab_root / "solutions" / f"{SAMPLE}.ipynb", [paths["empty_file"]], copy_out)
+    grade_submissions(lab_root / "solutions" / f"{SAMPLE}.ipynb", [paths["empty_file"]],
+                            GradeOptions(out=str(copy_out)))
     after = (copy_out / "gradebook.csv").read_text().splitlines()
     assert after == before
 
@@ -331,7 +341,8 @@ def test_hidden_check_feedback_shows_message_not_source(batch):
 def test_command_line_prints_a_summary(lab_root, tmp_path, capsys):
     sub = tmp_path / "nobody.ipynb"
     sub.write_text("", encoding="utf-8")
-    assert grade.main([SAMPLE, str(sub), "--source", str(lab_root / "solutions"), "--out", str(tmp_path / "g")]) == 0
+    assert cli.main(["grade", SAMPLE, str(sub), "--source", str(lab_root / "solutions"),
+                     "--out", str(tmp_path / "g")]) == 0
     printed = capsys.readouterr().out
     assert "nobody" in printed and "0 / 6" in printed and "empty file" in printed
 
@@ -339,10 +350,10 @@ def test_command_line_prints_a_summary(lab_root, tmp_path, capsys):
 def test_checks_stay_after_the_students_own_cells(lab_root):
     """A student's extra cell after an answer runs before that answer's checks, even a deleted visible check's;
     hidden checks run after every cell of the hand-in."""
-    lab = grade.load_lab(lab_root / "solutions" / f"{SAMPLE}.ipynb")
+    lab = load_lab(lab_root / "solutions" / f"{SAMPLE}.ipynb")
 
     def order(nb):
-        graded, _ = grade.build_graded(lab, nb, Path("/nonexistent/records"), 1)
+        graded, _ = build_graded(lab, nb, Path("/nonexistent/records"), 1)
         return [c.id for c in graded.cells]
 
     ids = order(insert_after(answered(lab_root), "p1-answer", "x = 1"))
@@ -362,8 +373,9 @@ def test_a_kernel_that_cannot_start_its_setup_scores_nothing(lab_root, tmp_path)
     """An address-space limit too small for NumPy: the grader's first cell fails, every check fails."""
     sub = tmp_path / "good.ipynb"
     sub.write_text(json.dumps(answered(lab_root)), encoding="utf-8")
-    (r,) = grade.grade_submissions(lab_root / "solutions" / f"{SAMPLE}.ipynb", [sub], tmp_path / "out",
-                                   cell_timeout=CELL_TIMEOUT, timeout=TIMEOUT, memory_gb=0.3)
+    (r,) = grade_submissions(lab_root / "solutions" / f"{SAMPLE}.ipynb", [sub],
+                                   GradeOptions(out=str(tmp_path / "out"), cell_timeout=CELL_TIMEOUT, timeout=TIMEOUT,
+                                                memory_gb=0.3))
     assert r.total == 0
     assert "could not set up the kernel" in r.status
     assert all(c.message.startswith("did not run") for c in r.checks)
@@ -395,11 +407,11 @@ def test_checks_after_a_timed_out_cell_never_score(lab_root):
                          + [CellResult(9, "flood", None, "call", "failed", "Timeout of 5 seconds exceeded")],
                          timed_out=False, returncode=1, log_tail="", ran=True)
     judge = RunOutcome([CellResult(i, f"cell-{c}", c, "call", "passed") for i, c in enumerate(ids)],
-                       timed_out=False, returncode=0, log_tail="", records=" ".join(ids).encode(), ran=True)
-    checks, _, _ = score(lab, student, judge, timeout=120)
+                       timed_out=False, returncode=0, log_tail="", records=verdicts(*ids), ran=True)
+    checks = score(lab, student, judge, timeout=120).checks
     by_id = {c.check: c for c in checks}
     assert [c for c in ids if by_id[c].passed] == [c for c in ids if c not in late]
     assert by_id["p2-total"].message == "not graded: an earlier cell timed out"
     # the same runs without the timeout: every check scores (the rule, not the records, took the points)
     student.results = [CellResult(i, f"cell-{c}", c, "call", "passed") for i, c in enumerate(ids)]
-    assert all(c.passed for c in score(lab, student, judge, timeout=120)[0])
+    assert all(c.passed for c in score(lab, student, judge, timeout=120).checks)

@@ -6,13 +6,13 @@ arithmetic is written next to it).
 """
 
 import re
-from pathlib import Path
 
 import pytest
 
 from xlalab import hlo
 
-CORPUS = Path(__file__).parent / "data" / "hlo"
+from helpers.hlo import CORPUS, load
+
 FILES = sorted(p for p in CORPUS.glob("*.txt"))
 MODULE_FILES = [p for p in FILES if "buffer_assignment" not in p.name]
 
@@ -25,10 +25,6 @@ _LINE = re.compile(r"^\s*(ROOT\s+)?%?[\w.\-$]+\s*=\s*(\(|[a-z][a-z0-9]*\[|[a-z][
 
 def independent_count(text: str) -> int:
     return sum(1 for line in text.splitlines() if not line.lstrip().startswith("//") and _LINE.match(line))
-
-
-def load(name: str) -> str:
-    return (CORPUS / name).read_text()
 
 
 def test_corpus_is_small_and_documented():

@@ -10,11 +10,13 @@ from pathlib import Path
 
 import pytest
 
-from xlalab import hlo, hlo_draw
+from xlalab import hlo
+from xlalab.grading.options import GradeOptions
+from xlalab.hlo import graph
 
 from helpers import handin_copy
+from helpers.hlo import CORPUS, load
 
-CORPUS = Path(__file__).parent / "data" / "hlo"
 MODULE_FILES = sorted(p for p in CORPUS.glob("*.txt") if "buffer_assignment" not in p.name)
 HAVE_DOT = shutil.which("dot") is not None
 needs_dot = pytest.mark.skipif(not HAVE_DOT, reason="Graphviz's dot is not installed (apt-get install graphviz)")
@@ -29,10 +31,6 @@ KINDS = {
     "gpu_while_loop_fusions.txt": {"wrapped_copy.4": "kLoop", "wrapped_add.1": "kLoop", "wrapped_compare.2": "kLoop"},
     "tf_cpu_step_after_optimizations.txt": None,
 }
-
-
-def load(name: str) -> str:
-    return (CORPUS / name).read_text()
 
 
 def svg_clusters(svg: str) -> list[str]:
@@ -65,7 +63,7 @@ def test_one_cluster_per_kernel_with_its_kind_and_bytes(name):
         sorted((k["computation"], k["name"], k["bytes"]) for k in s["kernel_list"])
     tips = tooltips(d.svg)
     for k in s["kernel_list"]:
-        label = hlo_draw.kernel_label(module, module.computations[k["computation"]].instructions[
+        label = graph.kernel_label(module, module.computations[k["computation"]].instructions[
             [i.name for i in module.computations[k["computation"]]].index(k["name"])])
         if (kinds := KINDS[name]) is not None:
             assert label == kinds[k["name"]]
@@ -73,7 +71,7 @@ def test_one_cluster_per_kernel_with_its_kind_and_bytes(name):
             assert label.split(" · ")[0] == k["kind"]
         # The kernel's header: its kind, and the summary's bytes (exact in the tooltip, rounded on the box).
         assert f"kernel {k['name']}: {label}; {k['bytes']} bytes moved" in tips
-        assert f"moves {hlo_draw.format_bytes(k['bytes'])}" in unescape(d.svg)
+        assert f"moves {graph.format_bytes(k['bytes'])}" in unescape(d.svg)
 
 
 @needs_dot
@@ -151,7 +149,7 @@ def test_before_after_share_one_picture_with_summary_totals():
     d = hlo.draw(after, before=before, format="dot")
     sb, sa = hlo.summary(before), hlo.summary(after)
     for _prefix, s, stage in (("m0_", sb, "before optimization"), ("m1_", sa, "optimized")):
-        assert f"{stage}: {s['kernels']} kernels, {hlo_draw.format_bytes(s['bytes_moved'])} moved" in d.source
+        assert f"{stage}: {s['kernels']} kernels, {graph.format_bytes(s['bytes_moved'])} moved" in d.source
         assert sum(1 for k in d.kernels if k["stage"] == stage) == s["kernels"]
     assert (d.source.count("subgraph \"cluster_m0_module\"") == 1
             and d.source.count("subgraph \"cluster_m1_module\"") == 1)
@@ -176,9 +174,9 @@ ENTRY e {
 }
 """
     m = hlo.parse(text)
-    assert hlo_draw.forward_to_backward(m, m.find("f"), m.find("g"))
-    assert not hlo_draw.forward_to_backward(m, m.find("g"), m.find("f"))
-    d = hlo.draw(m, format="dot", highlight=hlo_draw.forward_to_backward)
+    assert graph.forward_to_backward(m, m.find("f"), m.find("g"))
+    assert not graph.forward_to_backward(m, m.find("g"), m.find("f"))
+    d = hlo.draw(m, format="dot", highlight=graph.forward_to_backward)
     assert d.source.count('penwidth="2.5"') == 1
 
 
@@ -214,13 +212,13 @@ add_c {
 
 
 def _crossing(text: str) -> set[str]:
-    d = hlo.draw(text, format="dot", highlight=hlo_draw.forward_to_backward)
+    d = hlo.draw(text, format="dot", highlight=graph.forward_to_backward)
     return {e["from"] for e in d.edges if e["highlighted"]}
 
 
 def test_recomputed_forward_ops_are_backward_work_not_saved_activations():
     m = hlo.parse(RECOMPUTE)
-    side = {n: hlo_draw.is_backward(m, m.find(n)) for n in ("d", "f", "sq", "loss", "g", "xin", "d2", "r", "tg", "gw")}
+    side = {n: graph.is_backward(m, m.find(n)) for n in ("d", "f", "sq", "loss", "g", "xin", "d2", "r", "tg", "gw")}
     assert side == {"d": False, "f": False, "sq": False, "loss": False,
                     "g": True, "xin": True, "d2": True, "r": True, "tg": True, "gw": True}
     # The only tensor that crosses from the forward pass into the backward pass is f (read by g).
@@ -248,12 +246,12 @@ ENTRY e {
 }
 """
     m = hlo.parse(text)
-    assert not any(hlo_draw.is_backward(m, i) for i in m.entry)
+    assert not any(graph.is_backward(m, i) for i in m.entry)
     with_grad = RECOMPUTE.replace("  ROOT t = (f32[], f32[4,4]) tuple(loss, gw)",
                                   "  unread = f32[8,4] negate(x), metadata={op_name=\"Neg\"}\n"
                                   "  ROOT t = (f32[], f32[4,4]) tuple(loss, gw)")
     m = hlo.parse(with_grad)
-    assert not hlo_draw.is_backward(m, m.find("unread")) and hlo_draw.is_backward(m, m.find("r"))
+    assert not graph.is_backward(m, m.find("unread")) and graph.is_backward(m, m.find("r"))
 
 
 def test_downstream_of_a_gradient_op_is_backward_element_by_element():
@@ -279,9 +277,9 @@ ENTRY e {
 }
 """
     m = hlo.parse(text)
-    assert hlo_draw.is_backward(m, m.find("fu"))          # it computes part of a gradient
-    assert not hlo_draw.is_backward(m, m.find("next"))     # reads only the forward element
-    assert hlo_draw.is_backward(m, m.find("after"))        # reads the gradient element: downstream, so backward
+    assert graph.is_backward(m, m.find("fu"))          # it computes part of a gradient
+    assert not graph.is_backward(m, m.find("next"))     # reads only the forward element
+    assert graph.is_backward(m, m.find("after"))        # reads the gradient element: downstream, so backward
 
 
 def test_a_constant_named_for_the_gradient_does_not_make_its_forward_readers_backward():
@@ -294,7 +292,7 @@ def test_a_constant_named_for_the_gradient_does_not_make_its_forward_readers_bac
         '  half = f32[8,4] multiply(f, nb), metadata={op_type="Mul" op_name="moments/mean"}\n'
         '  sq = f32[8,4] multiply(half, f), metadata={op_type="Mul" op_name="mul"}')
     m = hlo.parse(shared)
-    assert not any(hlo_draw.is_backward(m, m.find(n)) for n in ("half", "sq", "loss"))
+    assert not any(graph.is_backward(m, m.find(n)) for n in ("half", "sq", "loss"))
     assert _crossing(shared) == {"f"}
 
 
@@ -303,7 +301,7 @@ def test_a_program_that_returns_only_gradients_keeps_the_name_rule():
     (the limitation is documented in is_backward); the name and data rules still hold."""
     grads_only = RECOMPUTE.replace("ROOT t = (f32[], f32[4,4]) tuple(loss, gw)", "ROOT t = (f32[4,4]) tuple(gw)")
     m = hlo.parse(grads_only)
-    assert not hlo_draw.is_backward(m, m.find("r")) and hlo_draw.is_backward(m, m.find("tg"))
+    assert not graph.is_backward(m, m.find("r")) and graph.is_backward(m, m.find("tg"))
     assert _crossing(grads_only) == {"g", "r"}
 
 
@@ -317,13 +315,21 @@ def test_same_text_same_bytes():
 
 @needs_dot
 @pytest.mark.parametrize("path", MODULE_FILES, ids=lambda p: p.name)
-def test_every_corpus_module_draws_quickly(path):
-    text = path.read_text()
-    start = time.perf_counter()
-    d = hlo.draw(text)
-    seconds = time.perf_counter() - start
+def test_every_corpus_module_draws(path):
+    d = hlo.draw(path.read_text())
     assert d.svg.lstrip().startswith("<?xml") and "</svg>" in d.svg
-    if hlo.summary(text)["instructions"] < 500:
+
+
+@needs_dot
+@pytest.mark.heavy   # a bound on the real clock: it holds only on a machine that is not overloaded
+def test_every_small_corpus_module_draws_within_a_second():
+    for path in MODULE_FILES:
+        text = path.read_text()
+        if hlo.summary(text)["instructions"] >= 500:
+            continue
+        start = time.perf_counter()
+        hlo.draw(text)
+        seconds = time.perf_counter() - start
         assert seconds < 1.0, f"{path.name} took {seconds:.2f} s to draw"
 
 
@@ -337,7 +343,7 @@ def test_not_a_module_is_a_clear_error():
 
 
 def test_missing_graphviz_names_the_install_command(monkeypatch):
-    monkeypatch.setattr(hlo_draw.shutil, "which", lambda name: None)  # type: ignore[attr-defined]  # graph's shutil
+    monkeypatch.setattr(graph.shutil, "which", lambda name: None)  # graph's shutil
     with pytest.raises(hlo.GraphvizMissing, match="apt-get install -y graphviz"):
         hlo.draw(load("gpu_loop_fusion.txt"))
     # The dot text needs no Graphviz.
@@ -345,10 +351,10 @@ def test_missing_graphviz_names_the_install_command(monkeypatch):
 
 
 def test_format_bytes():
-    assert hlo_draw.format_bytes(512) == "512 B"
-    assert hlo_draw.format_bytes(1536) == "1.5 KiB"
-    assert hlo_draw.format_bytes(4 * 2**20) == "4 MiB"
-    assert hlo_draw.format_bytes(None) == "? B"
+    assert graph.format_bytes(512) == "512 B"
+    assert graph.format_bytes(1536) == "1.5 KiB"
+    assert graph.format_bytes(4 * 2**20) == "4 MiB"
+    assert graph.format_bytes(None) == "? B"
 
 
 @needs_dot
@@ -371,14 +377,16 @@ def test_lab02_solution_earns_full_points_without_graphviz(tmp_path):
     earns every automatic point."""
     import sys
 
-    from xlalab import grade
+    from xlalab.grading.cli import grade_submissions
+    from xlalab.grading.feedback import feedback_text
 
     lab = Path(__file__).resolve().parent.parent / "solutions" / "lab02_hlo_fusion.ipynb"
     assert '"id": "p2-draw"' in lab.read_text(), "Lab 2 lost its draw cell"
     env = {"XLALAB_PROFILE": "tiny", "PATH": str(Path(sys.executable).parent)}
-    (row,) = grade.grade_submissions(lab, [handin_copy(lab, tmp_path / "handin")], tmp_path / "out", env=env,
-                                     cell_timeout=900, timeout=2400, memory_gb=8)
-    assert row.auto == row.max_auto, grade.feedback_text(row)
+    (row,) = grade_submissions(lab, [handin_copy(lab, tmp_path / "handin")],
+                                     GradeOptions(out=str(tmp_path / "out"), cell_timeout=900, timeout=2400,
+                                                  memory_gb=8), env=env)
+    assert row.auto == row.max_auto, feedback_text(row)
 
 
 @needs_dot

@@ -1,6 +1,6 @@
-"""xlalab.hlo_memory: peak live bytes over a scheduled entry computation (no TensorFlow needed)."""
+"""xlalab.hlo.memory: peak live bytes over a scheduled entry computation (no TensorFlow needed)."""
 
-from xlalab.hlo_memory import peak_live_bytes
+from xlalab.hlo.memory import peak_live_bytes
 
 # a (4 KiB) -> b = exp(a) (4 KiB) -> c = b + b (4 KiB) -> d = bitcast(c) -> root tuple(d).
 TEXT = """HloModule m, is_scheduled=true
@@ -26,7 +26,7 @@ def test_peak_counts_overlapping_buffers_only():
 
 
 def test_live_curve_peak_is_peak_live_bytes_and_names_the_buffers_alive_there():
-    from xlalab.hlo_memory import live_curve
+    from xlalab.hlo.memory import live_curve
 
     curve = live_curve(TEXT)
     r = peak_live_bytes(TEXT)
@@ -55,7 +55,7 @@ ENTRY %main (v: f32[256,256], row: f32[1,256], i: s32[]) -> (f32[256,256], f32[2
 
 
 def test_in_place_update_and_output_into_an_input_allocate_nothing():
-    from xlalab.hlo_memory import live_curve
+    from xlalab.hlo.memory import live_curve
 
     curve = live_curve(INPLACE)
     by = {s.name: s for s in curve.steps}

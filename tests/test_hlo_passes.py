@@ -410,6 +410,14 @@ def test_census_table_comes_from_the_file_and_marks_changes(tmp_path):
     assert "| softmax | 1 (1) | **6 (1)** |" in table and "| fusion chain | 1 (1) | 1 (1) |" in table
     assert census.changes(path) == [("softmax", "2.9.1 XLA:CPU", "2.10.0 XLA:CPU")]
     assert census.table(tmp_path / "missing.json") == ""
+    # S5-17: a cell shows the fusions' kinds, and a change of kinds alone is a change.
+    kinds = run("2.11.0", {"softmax": 6})
+    kinds["functions"]["softmax"].update(fusions=4, fusions_by_kind={"kCustom": 2, "kLoop": 2})
+    path.write_text(__import__("json").dumps({"runs": {"2.10.0 XLA:CPU": run("2.10.0", {"softmax": 6}),
+                                                       "2.11.0 XLA:CPU": kinds}}))
+    assert "| softmax | 6 (1) | **6 (4 = 2 kCustom + 2 kLoop)** |" in census.table(path)
+    assert census.changes(path) == [("softmax", "2.10.0 XLA:CPU", "2.11.0 XLA:CPU")]
+    assert census.kind_changes({"fusions_by_kind": {}}, {"fusions_by_kind": {"kCustom": 2}}) == "kCustom 0 → 2"
 
 
 def test_the_fusion_chapter_table_is_generated_from_the_recorded_census():
@@ -418,14 +426,16 @@ def test_the_fusion_chapter_table_is_generated_from_the_recorded_census():
     repo = Path(__file__).resolve().parent.parent
     nb = json.loads((repo / "book" / "fusion.ipynb").read_text())
     cells = {c.get("id"): "".join(c["source"]) for c in nb["cells"]}
-    assert "census.table(census_file)" in cells["fusion-versions"]
+    assert '"results" / "compat" / "fusion.json"' in cells["fusion-versions"]
+    assert "census.table(census_file)" in cells["fusion-versions-glue"]
+    assert "census.changes(census_file)" in cells["fusion-versions-glue"]
     # No count of the census typed into the chapter's prose: the explanation only glues.
     assert not re.search(r"\|\s*softmax\s*\|", cells["fusion-versions-explain"])
     runs = json.loads((repo / "results" / "compat" / "fusion.json").read_text())["runs"]
     assert runs and all(set(r["functions"]) == set(__import__("xlalab.hlo.census").hlo.census.FUNCTIONS)
                         for r in runs.values())
     # make test-compat records every version it runs.
-    assert "hlo-census" in (repo / "tests" / "compat_matrix.py").read_text()
+    assert "hlo-census" in (repo / "tests" / "scripts" / "compat_matrix.py").read_text()
 
 
 def test_the_log_layout_of_tensorflow_2_19_is_read_too(tmp_path):

@@ -128,8 +128,8 @@ def _fake_measurements(monkeypatch, seen):
         seen["matmul_device"], seen["dtypes"] = device, dtypes
         return {d: {"fp32": 20.0, "tf32": 60.0, "fp16": 120.0, "bf16": 118.0}[d] for d in dtypes}
 
-    monkeypatch.setattr(hw, "measure_bandwidth", bandwidth)
-    monkeypatch.setattr(hw, "measure_matmul_rates", rates)
+    monkeypatch.setattr(hw.measure, "measure_bandwidth", bandwidth)
+    monkeypatch.setattr(hw.measure, "measure_matmul_rates", rates)
 
 
 def test_unknown_gpu_gets_a_measured_roof_labelled_as_measured(monkeypatch, capsys):
@@ -139,10 +139,10 @@ def test_unknown_gpu_gets_a_measured_roof_labelled_as_measured(monkeypatch, caps
     seen: dict[str, Any] = {}
     _fake_measurements(monkeypatch, seen)
     monkeypatch.delenv("XLALAB_FAKE_GPU", raising=False)
-    monkeypatch.setattr(hw, "backend", lambda: hw.Backend("gpu", name, "XLA:GPU", "/GPU:0"))
-    monkeypatch.setattr(hw, "_compute_capability", lambda: (8, 9))
-    monkeypatch.setattr(hw, "supports_bf16", lambda: True)
-    monkeypatch.setattr(hw, "_NOTED", set())
+    monkeypatch.setattr(hw.measure, "backend", lambda: hw.Backend("gpu", name, "XLA:GPU", "/GPU:0"))
+    monkeypatch.setattr(hw.measure, "_compute_capability", lambda: (8, 9))
+    monkeypatch.setattr(hw.measure, "supports_bf16", lambda: True)
+    monkeypatch.setattr(hw.measure, "_NOTED", set())
     p = hw.peaks()
     assert capsys.readouterr().out == p.note + "\n"       # said once, where the roofs are first read
     hw.peaks()
@@ -240,16 +240,16 @@ def test_measured_ceilings_are_plausible_and_cached(tmp_path, monkeypatch):
 
 def test_cpu_peaks_roof_is_the_multithreaded_copy(tmp_path, monkeypatch):
     monkeypatch.setenv("XLALAB_CACHE", str(tmp_path))
-    monkeypatch.setattr(hw, "measure_bandwidth", lambda refresh=False: {
+    monkeypatch.setattr(hw.measure, "measure_bandwidth", lambda refresh=False: {
         "copy_gbps": 10.0, "copy_threads_gbps": 30.0, "threads": 4, "triad_gbps": 12.0})
-    monkeypatch.setattr(hw, "measure_matmul_flops",
+    monkeypatch.setattr(hw.measure, "measure_matmul_flops",
                         lambda refresh=False: {"numpy_tflops": 0.5, "tensorflow_tflops": 0.4})
     p = hw.cpu_peaks()
     assert p.bandwidth_gbps == 30.0 and p.measured["copy_gbps"] == 10.0
     assert "4 threads" in p.source and "multi-threaded" in p.source
     assert p.ridge == pytest.approx(0.5e12 / 30e9)
     # Review s3 N4: where one thread beats the pool (a busy machine), the roof is the single-threaded copy.
-    monkeypatch.setattr(hw, "measure_bandwidth", lambda refresh=False: {
+    monkeypatch.setattr(hw.measure, "measure_bandwidth", lambda refresh=False: {
         "copy_gbps": 30.0, "copy_threads_gbps": 15.0, "threads": 2, "triad_gbps": 12.0})
     p = hw.cpu_peaks()
     assert p.bandwidth_gbps == 30.0 and "single-threaded NumPy copy;" in p.source
@@ -263,6 +263,30 @@ def test_summary_describes_machine():
 
 @pytest.mark.heavy   # a subprocess imports TensorFlow and measures the machine
 def test_command_line_prints_summary():
-    out = subprocess.run([sys.executable, "-m", "xlalab.hw"], capture_output=True, text=True, timeout=300)
+    out = subprocess.run([sys.executable, "-m", "xlalab", "hw"], capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr[-2000:]
     assert "bandwidth" in out.stdout and "machine" in out.stdout
+
+
+def test_mixed_policy_for_compute_capability():
+    """The rule the mixed-precision chapter's GPU table uses is mixed_policy()'s (book-review-s5, S5-5): no policy
+    below 7.0 (a P100's FP16 is not tensor-core), float16 on 7.x, bfloat16 from 8.0."""
+    cc = hw.GPU_COMPUTE_CAPABILITY
+    assert hw.mixed_policy_for(cc["P100-PCIE-16GB"]) is None
+    assert hw.mixed_policy_for(cc["T4"]) == hw.mixed_policy_for(cc["V100-SXM2"]) == "mixed_float16"
+    assert hw.mixed_policy_for(cc["A100-SXM-40GB"]) == hw.mixed_policy_for(cc["H100-SXM"]) == "mixed_bfloat16"
+
+
+def test_load_average_is_three_numbers_or_nans(monkeypatch):
+    """The intro prints the build's load from hw.load_average(): three numbers, or NaNs where the OS keeps none."""
+    import math
+    import os
+
+    monkeypatch.setattr(os, "getloadavg", lambda: (1.5, 2.0, 0.25))
+    assert hw.load_average() == (1.5, 2.0, 0.25)
+
+    def missing():
+        raise OSError("no load average")
+
+    monkeypatch.setattr(os, "getloadavg", missing)
+    assert all(math.isnan(x) for x in hw.load_average())

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from xlalab import assign
+from xlalab.grading import assign
 
 REPO = Path(__file__).resolve().parent.parent
 SOLUTIONS = sorted((REPO / "solutions").glob("lab*.ipynb"))

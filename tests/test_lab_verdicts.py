@@ -27,7 +27,7 @@ import pytest
 
 import xlalab.bench
 import xlalab.hw
-from xlalab import assign
+from xlalab.grading import assign
 
 REPO = Path(__file__).resolve().parent.parent
 SOLUTIONS = REPO / "solutions"

@@ -19,8 +19,13 @@ from typing import Any
 
 import pytest
 
-from xlalab import assign, grade
-from xlalab.grading import answers as answers_mod
+from xlalab import cli
+from xlalab.grading import answers as answers_mod, assign, gpu_answer
+from xlalab.grading.cli import grade_submissions
+from xlalab.grading.feedback import feedback_text
+from xlalab.grading.lab import load_lab
+from xlalab.grading.options import GradeOptions
+from xlalab.grading.score import Row
 
 from helpers import handin_copy
 
@@ -43,18 +48,19 @@ def _mutations() -> list:
     return params
 
 
-def _feedback(row: grade.Row) -> str:
-    return grade.feedback_text(row)
+def _feedback(row: Row) -> str:
+    return feedback_text(row)
 
 
-def _grade(path: Path, lab: Path, out: Path, env: dict) -> grade.Row:
-    (row,) = grade.grade_submissions(lab, [handin_copy(path, out / "handin")], out / "graded", env=env, **LIMITS)
+def _grade(path: Path, lab: Path, out: Path, env: dict) -> Row:
+    (row,) = grade_submissions(lab, [handin_copy(path, out / "handin")],
+                                     GradeOptions(out=str(out / "graded"), **LIMITS), env=env)
     return row
 
 
 def test_labs_are_current():
     """labs/ matches solutions/ (what `make check-labs` runs); holds with no lab at all."""
-    assert assign.main(["--root", str(REPO), "--check"]) == 0, "run `python -m xlalab.assign`"
+    assert cli.main(["assign", "--root", str(REPO), "--check"]) == 0, "run `python -m xlalab assign`"
 
 
 @pytest.mark.parametrize("path", SOLUTIONS, ids=[p.stem for p in SOLUTIONS])
@@ -72,8 +78,8 @@ def test_lab_shape(path):
     max_manual = sum(a.points for a in written)
     assert f"up to {max_manual:g} points" in intro, \
         f"{path.name}: the first cell must say the written answers are worth up to {max_manual:g} points"
-    released = json.loads(assign.dumps(grade.load_lab(path).released))
-    assert all(a.state == "unchanged" and a.earned == 0 for a in answers_mod.answers_of(grade.load_lab(path),
+    released = json.loads(assign.dumps(load_lab(path).released))
+    assert all(a.state == "unchanged" and a.earned == 0 for a in answers_mod.answers_of(load_lab(path),
                                                                                        released)), \
         f"{path.name}: the released answer boxes must score 0 without the instructor"
     lab_path = REPO / "labs" / path.name
@@ -110,7 +116,7 @@ def test_solution_scores_full_points(path, tmp_path):
 @pytest.mark.parametrize("path", SOLUTIONS, ids=[p.stem for p in SOLUTIONS])
 def test_student_lab_scores_zero(path, tmp_path):
     lab = REPO / "labs" / path.name
-    assert lab.exists(), f"labs/{path.name} is missing: run `python -m xlalab.assign`"
+    assert lab.exists(), f"labs/{path.name} is missing: run `python -m xlalab assign`"
     row = _grade(lab, path, tmp_path, env=TINY)
     passed = [c.check for c in row.checks if c.passed]
     assert not passed, f"checks that pass on the unmodified student lab: {passed}\n" + _feedback(row)
@@ -259,3 +265,37 @@ def test_lab02_chain_bytes_rule_matches_the_unoptimized_hlo_on_every_shape(monke
             for dtype in (tf.float32, tf.bfloat16):
                 unfused, fused = ns["chain_bytes"](shape, names, dtype.size)
                 assert unfused == hlo_bytes(names, shape, dtype), (shape, names, dtype.name)
+
+
+@pytest.mark.slow
+def test_lab02_gpu_predictions_wrong_or_refused_cost_that_check_only(tmp_path):
+    """Issue 36: Lab 2's GPU prediction (gpu-kernels) is compared in the judge with the instructor's dense_relu and
+    softmax compiled for H100 and T4 (in the judge's jail, cached per grading run). A wrong prediction loses
+    exactly that point; a reference XLA refuses fails that check with XLA's message and no other; answers in the
+    cache are read, not compiled again."""
+    cache = tmp_path / "gpu-answers"
+    cache.mkdir()
+    env = {**TINY, gpu_answer.ENV: str(cache)}
+    nb = assign.read(LAB02)
+    cell = next(c for c in nb.cells if c.get("id") == "p2gpu-answer")
+    right = '"softmax": {"Triton fusion": 1}'
+    assert right in cell.source
+    cell.source = cell.source.replace(right, '"softmax": {"input fusion": 2, "loop fusion": 1}')
+    wrong = tmp_path / "wrong.ipynb"
+    wrong.write_text(assign.dumps(nb), encoding="utf-8")
+    row = _grade(wrong, LAB02, tmp_path / "wrong", env)
+    failed = {c.check: c for c in row.checks if not c.passed}
+    assert set(failed) == {"gpu-kernels"} and row.auto == row.max_auto - 1, _feedback(row)
+    assert "H100-SXM softmax" in failed["gpu-kernels"].message, failed["gpu-kernels"].message
+    entries = {p: json.loads(p.read_text()) for p in cache.glob("*.json")}
+    assert len(entries) == 4 and all("answer" in e for e in entries.values())   # 2 functions x 2 targets
+    # XLA "refuses" T4's dense_relu (its cached answer replaced by a refusal): the solution loses that check only.
+    (t4_gemm,) = [p for p, e in entries.items() if "cuBLASLt call" in e["answer"]["backends"]]
+    t4_gemm.write_text(json.dumps({"error": "INTERNAL: simulated refusal of the T4 GEMM"}))
+    stamps = {p: p.stat().st_mtime_ns for p in entries}
+    row = _grade(LAB02, LAB02, tmp_path / "refused", env)
+    failed = {c.check: c for c in row.checks if not c.passed}
+    assert set(failed) == {"gpu-kernels"} and row.auto == row.max_auto - 1, _feedback(row)
+    assert "simulated refusal of the T4 GEMM" in failed["gpu-kernels"].message, failed["gpu-kernels"].message
+    assert "dense_relu for T4" in failed["gpu-kernels"].message
+    assert {p: p.stat().st_mtime_ns for p in entries} == stamps and set(cache.glob("*.json")) == set(entries)

@@ -18,10 +18,14 @@ from pathlib import Path
 
 import pytest
 
-from xlalab import grade
 from xlalab.grading import sandbox
+from xlalab.grading.cli import grade_submissions
+from xlalab.grading.options import GradeOptions
+from xlalab.grading.submissions import HandIn
+from xlalab.grading.task import Limits
 
 from helpers import SAMPLE, answered, insert_after
+from helpers.grading import feedback_file
 
 pytestmark = [pytest.mark.xdist_group("sandbox"), pytest.mark.slow]
 
@@ -147,15 +151,11 @@ def jailed(lab_root, tmp_path_factory):
     write(subs, "good", answered(lab_root))
     for name, source in attacks(lab_root, subs, out, server.port).items():
         write(subs, name, insert_after(answered(lab_root), "p1-check", source))
-    rows = grade.grade_submissions(lab_root / "solutions" / f"{SAMPLE}.ipynb", [subs], out, jobs=2,
-                                   sandbox="bwrap", cell_timeout=CELL_TIMEOUT, timeout=TIMEOUT,
-                                   memory_gb=MEMORY_GB)
+    rows = grade_submissions(lab_root / "solutions" / f"{SAMPLE}.ipynb", [subs],
+                                   GradeOptions(out=str(out), jobs=2, sandbox="bwrap", cell_timeout=CELL_TIMEOUT,
+                                                timeout=TIMEOUT, memory_gb=MEMORY_GB))
     time.sleep(0.5)
     return {r.student: r for r in rows}, out, server, orphans()
-
-
-def feedback(out: Path, name: str) -> str:
-    return (out / "feedback" / f"{name}.md").read_text(encoding="utf-8")
 
 
 def errors(r) -> str:
@@ -246,7 +246,7 @@ def test_each_attack_gets_nothing_and_the_student_keeps_their_points(jailed, nam
     for leak in ("LEAKED", "CONNECTED", "OVERWROTE"):
         assert leak not in errors(r), r.cell_errors
     assert r.total == MAX, (r.status, r.checks)
-    assert "## Blocked by the grader" in feedback(out, name), "the feedback names what was blocked"
+    assert "## Blocked by the grader" in feedback_file(out, name), "the feedback names what was blocked"
 
 
 def test_no_connection_reached_the_test_server(jailed):
@@ -306,9 +306,9 @@ def unjailed(lab_root, tmp_path_factory):
     write(subs, "good", answered(lab_root))
     write(subs, "reads_source", insert_after(answered(lab_root), "p1-check",
                                              read_file(lab_root / "solutions" / f"{SAMPLE}.ipynb")))
-    rows = grade.grade_submissions(lab_root / "solutions" / f"{SAMPLE}.ipynb", [subs], out, jobs=1,
-                                   sandbox="none", cell_timeout=CELL_TIMEOUT, timeout=TIMEOUT,
-                                   memory_gb=MEMORY_GB)
+    rows = grade_submissions(lab_root / "solutions" / f"{SAMPLE}.ipynb", [subs],
+                                   GradeOptions(out=str(out), jobs=1, sandbox="none", cell_timeout=CELL_TIMEOUT,
+                                                timeout=TIMEOUT, memory_gb=MEMORY_GB))
     return {r.student: r for r in rows}, out, rows.warnings
 
 
@@ -407,8 +407,8 @@ def test_memory_is_limited_per_jail_not_per_process(lab_root, tmp_path):
     path = tmp_path / "children.ipynb"
     path.write_text(json.dumps(nb), encoding="utf-8")
     lab = load_lab(lab_root / "solutions" / f"{SAMPLE}.ipynb")
-    row = grade_one(lab, "children", path, cell_timeout=CELL_TIMEOUT, timeout=TIMEOUT, memory_gb=1.5,
-                    sandbox="auto")
+    row = grade_one(lab, HandIn.read("children", path),
+                    Limits(cell_timeout=CELL_TIMEOUT, timeout=TIMEOUT, memory_gb=1.5, sandbox="auto"))
     errors = " ".join(row.cell_errors)
     cgroup, why = sandbox.memory_cgroup(2**30)
     if cgroup is None:

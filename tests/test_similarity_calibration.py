@@ -37,5 +37,5 @@ def test_independent_solutions_are_rarely_flagged_and_disguised_copies_always(me
 
 def test_the_results_file_is_this_measurement(measured):
     committed = json.loads(RESULTS.read_text(encoding="utf-8"))
-    assert committed["summary"] == measured["summary"], "run: .venv/bin/python tests/similarity_calibration.py"
+    assert committed["summary"] == measured["summary"], "run: .venv/bin/python tests/scripts/similarity_calibration.py"
     assert committed["order_threshold"] == measured["order_threshold"]

@@ -1,4 +1,4 @@
-"""Grading on a real Slurm cluster (issue 20): a one-node Slurm started by this test (``tests/slurm_local.py``),
+"""Grading on a real Slurm cluster (issue 20): a one-node Slurm started by this test (``tests/scripts/slurm_local.py``),
 the class graded with ``--cluster slurm`` through dask-jobqueue, jobs seen in ``squeue`` and ``sacct``; the
 gradebook and feedback equal the local engine's. Faults: a worker job cancelled mid-grading (its submission is
 graded again on the other worker), the controller unreachable (a clear error within a minute, earlier rows kept).
@@ -16,11 +16,11 @@ from pathlib import Path
 
 import pytest
 
-from xlalab import grade
+from xlalab import cli
 from xlalab.grading import engine
 
 from helpers import LIMIT_ARGS, SAMPLE, answered, cell, insert_after, outputs, released, write_handins
-from slurm_local import LocalSlurm, unavailable
+from scripts.slurm_local import LocalSlurm, unavailable
 
 pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("slurm")]
 
@@ -53,7 +53,7 @@ def handins(lab_root, tmp_path_factory) -> Path:
 @pytest.fixture(scope="module")
 def local_book(lab_root, handins, tmp_path_factory) -> Path:
     out = tmp_path_factory.mktemp("local")
-    assert grade.main([str(lab_root / "solutions" / f"{SAMPLE}.ipynb"), str(handins), "--out", str(out),
+    assert cli.main(["grade", str(lab_root / "solutions" / f"{SAMPLE}.ipynb"), str(handins), "--out", str(out),
                        *LIMIT_ARGS]) == 0
     return out
 
@@ -122,7 +122,7 @@ def test_grading_on_slurm_equals_the_local_engine(lab_root, handins, local_book,
     out = tmp_path / "slurm"
     start = time.monotonic()
     with Queue(slurm) as queue:
-        assert grade.main([str(lab_root / "solutions" / f"{SAMPLE}.ipynb"), str(handins), "--out", str(out),
+        assert cli.main(["grade", str(lab_root / "solutions" / f"{SAMPLE}.ipynb"), str(handins), "--out", str(out),
                            *JOBS, *LIMIT_ARGS]) == 0
     wall = time.monotonic() - start
     print(f"graded 5 hand-ins on the local Slurm in {wall:.1f} s ({60 * 5 / wall:.1f} per minute), "
@@ -148,7 +148,7 @@ def test_a_cancelled_worker_job_loses_no_submission(lab_root, handins, local_boo
     result: dict[str, int] = {}
     argv = [str(lab_root / "solutions" / f"{SAMPLE}.ipynb"), str(handins), "--out", str(out), *JOBS, *LIMIT_ARGS]
     with Queue(slurm) as queue:
-        t = threading.Thread(target=lambda: result.setdefault("rc", grade.main(argv)))
+        t = threading.Thread(target=lambda: result.setdefault("rc", cli.main(["grade", *argv])))
         t.start()
         deadline = time.monotonic() + 120
         while time.monotonic() < deadline:   # the first row is in: both workers are grading the next ones
@@ -170,12 +170,12 @@ def test_a_cancelled_worker_job_loses_no_submission(lab_root, handins, local_boo
 def test_an_unreachable_controller_is_a_clear_error_and_keeps_the_rows(lab_root, handins, slurm, tmp_path, capsys):
     out = tmp_path / "down"
     lab = str(lab_root / "solutions" / f"{SAMPLE}.ipynb")
-    assert grade.main([lab, str(handins / "solution.ipynb"), "--out", str(out), *LIMIT_ARGS]) == 0
+    assert cli.main(["grade", lab, str(handins / "solution.ipynb"), "--out", str(out), *LIMIT_ARGS]) == 0
     before = (out / "gradebook.csv").read_text()
     slurm.stop_controller()
     capsys.readouterr()
     start = time.monotonic()
-    assert grade.main([lab, str(handins), "--out", str(out), *JOBS, *LIMIT_ARGS]) == 2
+    assert cli.main(["grade", lab, str(handins), "--out", str(out), *JOBS, *LIMIT_ARGS]) == 2
     took = time.monotonic() - start
     err = capsys.readouterr().err
     assert took < 60, f"the error took {took:.0f} s"

@@ -14,8 +14,10 @@ from pathlib import Path
 import pytest
 
 from xlalab.grading import answers, export
+from xlalab.grading.options import GradeOptions
 from xlalab.grading.score import ANSWERED, EMPTY, AnswerResult, CheckResult, Row
-from xlalab.grading.submissions import expand_submissions, read_handin
+from xlalab.grading.submissions import HandIn, expand_submissions, read_handin
+from xlalab.grading.task import Limits
 
 
 def _row(student: str, total_ok: bool = True, answer: str = "because") -> Row:
@@ -101,7 +103,7 @@ def test_a_hard_link_to_the_source_is_refused_and_a_byte_copy_is_flagged(tmp_pat
     a source file), its answers are not read; a hand-in whose bytes equal a source notebook's is flagged."""
     import shutil
 
-    from xlalab import grade
+    from xlalab.grading.cli import grade_submissions
 
     from helpers import MODEL_WHY, SAMPLE, make_answers_root
 
@@ -113,8 +115,9 @@ def test_a_hard_link_to_the_source_is_refused_and_a_byte_copy_is_flagged(tmp_pat
     os.link(src, subs / "linked.ipynb")
     shutil.copyfile(src, subs / "copied.ipynb")
     out = tmp_path / "out"
-    rows = {r.student: r for r in grade.grade_submissions(src, [subs], out, sandbox="none", cell_timeout=30,
-                                                          timeout=60, memory_gb=3, quiet=True)}
+    rows = {r.student: r for r in grade_submissions(src, [subs],
+                                                          GradeOptions(out=str(out), sandbox="none", cell_timeout=30,
+                                                                       timeout=60, memory_gb=3), quiet=True)}
     linked, copied = rows["linked"], rows["copied"]
     assert linked.state == "not graded" and "the same file as the instructor's source" in linked.status
     assert linked.auto == 0 and all(a.state == "missing" for a in linked.answers), linked.answers
@@ -161,7 +164,8 @@ def test_a_lone_surrogate_in_a_flagged_hand_in_stops_no_class_output(tmp_path):
     # The readers hand on no surrogate: the grading run, the answers and the similarity all read through them.
     owns = [similarity.own_of(lab, p.stem, parse_json(read_handin(p))) for p in sorted(subs.glob("*.ipynb"))]
     assert "\ufffd" in json.dumps(owns[1].to_dict(), ensure_ascii=False), owns[1]
-    row = grade_one(lab, "ben", subs / "ben.ipynb", cell_timeout=30, timeout=60, memory_gb=3, sandbox="none")
+    row = grade_one(lab, HandIn.read("ben", subs / "ben.ipynb"),
+                    Limits(cell_timeout=30, timeout=60, memory_gb=3, sandbox="none"))
     assert row.state == "graded" and row.auto == lab.max_auto, row.status
     # And the report survives a surrogate that reached the spool some other way (an older grader's copy).
     owns[1].code.append(("smuggled", "x = 1  # \ud800"))
@@ -197,9 +201,10 @@ def test_the_graders_own_work_on_a_hand_in_of_130000_cells_is_bounded(tmp_path):
     path.write_text(json.dumps(nb), encoding="utf-8")
     assert path.stat().st_size > 9 * 2**20
     start = time.monotonic()
-    row = grade_one(lab, "many", path, cell_timeout=30, timeout=60, memory_gb=3, sandbox="none")
-    similarity.collect(lab, "many", path)
-    answers_mod.collect(lab, path)
+    handin = HandIn.read("many", path)
+    row = grade_one(lab, handin, Limits(cell_timeout=30, timeout=60, memory_gb=3, sandbox="none"))
+    similarity.collect(lab, handin)
+    answers_mod.collect(lab, handin)
     took = time.monotonic() - start
     assert row.state == "not graded" and f"more than the {MAX_CELLS}" in row.status, row.status
     assert took < 10, f"the grader's own work on one hand-in took {took:.1f} s"
@@ -232,7 +237,7 @@ def test_a_kernel_flooding_its_own_sockets_is_stopped_at_the_cell_timeout(tmp_pa
     path = tmp_path / "flood.ipynb"
     path.write_text(json.dumps(insert_after(answered(root), "p1-check", FLOOD)), encoding="utf-8")
     start = time.monotonic()
-    row = grade_one(lab, "flood", path, cell_timeout=5, timeout=120, memory_gb=3, sandbox="auto")
+    row = grade_one(lab, HandIn.read("flood", path), Limits(cell_timeout=5, timeout=120, memory_gb=3, sandbox="auto"))
     took = time.monotonic() - start
     assert not any(f.kind == "time limit" and "120" in f.detail for f in row.faults), row.status
     assert any("Timeout of 5 seconds" in e for e in row.cell_errors), row.cell_errors
@@ -242,11 +247,15 @@ def test_a_kernel_flooding_its_own_sockets_is_stopped_at_the_cell_timeout(tmp_pa
     assert took < 60, f"{took:.1f} s"
 
 
-def test_the_watchdog_notices_a_dead_kernel_while_messages_keep_coming():
-    """The wait ends within a look of the kernel's death even though every call returns a message."""
-    import time
+def test_the_watchdog_notices_a_dead_kernel_while_messages_keep_coming(monkeypatch):
+    """The wait ends within a look of the kernel's death even though every call returns a message. On a scripted
+    clock: each message takes 10 ms of it, nothing waits for real."""
+    from types import SimpleNamespace
 
     from xlalab.grading import watchdog
+
+    clock = SimpleNamespace(t=1000.0)
+    monkeypatch.setattr(watchdog, "time", SimpleNamespace(monotonic=lambda: clock.t))
 
     class Km:
         alive = True
@@ -258,21 +267,24 @@ def test_the_watchdog_notices_a_dead_kernel_while_messages_keep_coming():
         km = Km()
 
     def flooding(self, stream, timeout=None):
+        clock.t += 0.01
         return {"parent_header": {"msg_id": "other"}}
 
     watch = watchdog.Watch()
-    get = watchdog.wrap(flooding, lambda km: "the kernel died", watch)
+    get = watchdog.wrap(flooding, lambda km: {"code": None, "signal": None}, watch)
     kernel = Kernel()
     assert get(kernel, "iopub", timeout=5)["parent_header"]["msg_id"] == "other"
     kernel.km.alive = False
-    start = time.monotonic()
+    start, calls = clock.t, 0
     with pytest.raises(watchdog.KernelDied):
-        while time.monotonic() - start < 5:
+        while calls < 10_000:
+            calls += 1
             get(kernel, "iopub", timeout=5)
-    assert time.monotonic() - start < 1.0
+    assert clock.t - start <= watchdog.LOOK_S + 0.01 + 1e-9, clock.t - start   # within one look and one message
     watch.cell_started(0.5)
     watch.msg_id = "mine"   # while a cell runs, others' messages reset no timeout
     kernel.km.alive = True
+    begun = clock.t
     with pytest.raises(watchdog.Empty):
         get(kernel, "iopub", timeout=0.5)
-    assert watch.started is not None and time.monotonic() - watch.started < 1.0
+    assert watch.started == begun and 0.5 <= clock.t - begun <= 0.5 + 0.01 + 1e-9, clock.t - begun

@@ -20,10 +20,12 @@ import nbformat
 import numpy as np
 import pytest
 
-from xlalab import grade
 from xlalab.grading import sandbox
+from xlalab.grading.cli import grade_submissions
+from xlalab.grading.options import GradeOptions
 
 from helpers import SAMPLE, answered, code, insert_after, make_lab_root, released, sample_solution
+from helpers.grading import verdicts
 
 pytestmark = [pytest.mark.xdist_group("sandbox")]
 
@@ -315,8 +317,9 @@ def attacked(trust_root, tmp_path_factory):
     hand_ins["kill_all"] = insert_after(released(trust_root), "p1-answer", KILL_ALL, "attack")
     for name, nb in hand_ins.items():
         (subs / f"{name}.ipynb").write_text(json.dumps(nb), encoding="utf-8")
-    rows = grade.grade_submissions(trust_root / "solutions" / f"{SAMPLE}.ipynb", [subs], out, jobs=1,
-                                   sandbox=mode, cell_timeout=60, timeout=120, memory_gb=3, quiet=True)
+    rows = grade_submissions(trust_root / "solutions" / f"{SAMPLE}.ipynb", [subs],
+                                   GradeOptions(out=str(out), jobs=1, sandbox=mode, cell_timeout=60, timeout=120,
+                                                memory_gb=3), quiet=True)
     return {r.student: r for r in rows}, out
 
 
@@ -493,7 +496,7 @@ def test_the_student_never_receives_a_judging_part_and_the_judge_no_answer(tmp_p
 
 
 def test_make_labs_stops_on_such_a_check_with_the_reason(tmp_path, capsys):
-    from xlalab import assign
+    from xlalab import cli
 
     nb = sample_solution()
     c = next(c for c in nb.cells if c.get("id") == "p2-check")
@@ -501,7 +504,7 @@ def test_make_labs_stops_on_such_a_check_with_the_reason(tmp_path, capsys):
     (tmp_path / "_config.yml").write_text("title: t\nrepository:\n  url: https://example.org/x\n", encoding="utf-8")
     (tmp_path / "solutions").mkdir()
     nbformat.write(nb, str(tmp_path / "solutions" / f"{SAMPLE}.ipynb"))
-    assert assign.main(["--root", str(tmp_path)]) == 2
+    assert cli.main(["assign", "--root", str(tmp_path)]) == 2
     err = capsys.readouterr().err
     assert "p2-total" in err and "total" in err and "outside probe()" in err
     assert not (tmp_path / "labs" / f"{SAMPLE}.ipynb").exists()
@@ -530,8 +533,8 @@ def test_a_check_scores_only_if_its_last_line_ran_in_the_judge(tmp_path):
     lab = load_lab(root / "solutions" / f"{SAMPLE}.ipynb")
     student = RunOutcome([], False, 0, "", ran=True)
     results = [CellResult(None, f"xlalab-check-{i}", c.check, "call", "passed") for i, c in enumerate(lab.checks)]
-    judge = RunOutcome(results, False, 0, "", records=b"p1-scale\np2-total\n", ran=True)
-    checks, _, _ = score(lab, student, judge, 60)
+    judge = RunOutcome(results, False, 0, "", records=verdicts("p1-scale", "p2-total"), ran=True)
+    checks = score(lab, student, judge, 60).checks
     assert [c.check for c in checks if c.passed] == ["p1-scale", "p2-total"]
     assert "did not reach its end" in next(c for c in checks if c.check == "p1-scale-random").message or \
         next(c for c in checks if c.check == "p1-scale-random").hidden

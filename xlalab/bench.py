@@ -288,6 +288,16 @@ class Comparison:
         ``"faster"``, ``"slower"`` or ``"indistinguishable"`` (which prints as "this run cannot tell")."""
         return ratio_verdict(self.cis[name], n=self.n(name))
 
+    def paired(self, name: str, against: str) -> tuple[float, tuple[float, float], int]:
+        """``name`` against another variant ``against`` timed in the same rounds: ``(ratio, ci, n)`` with ratio
+        ``median(against) / median(name)`` (above 1: ``name`` is faster), its paired bootstrap interval
+        (:func:`bootstrap_ratio_ci` with ``paired=True``) and the sample count, ready for
+        ``ratio_verdict(ci, n=n)`` or ``xlalab.book.glue_interval(key, *cmp.paired(a, b))``."""
+        a, b = self.timings[against].samples_s, self.timings[name].samples_s
+        n = min(len(a), len(b))
+        ratio = float(np.median(a) / np.median(b))
+        return ratio, bootstrap_ratio_ci(a[:n], b[:n], paired=True), n
+
     def describe(self, name: str) -> str:
         """One line on ``name`` against the baseline, its outcome word from :meth:`verdict`, e.g.
         ``"xla vs graph: 2.31x [2.10, 2.52], n=40: faster"`` or ``"...: this run cannot tell"``."""

@@ -9,7 +9,8 @@
 ``xlalab gpu-check``                   suite, grading and book on this machine's GPU (:mod:`xlalab.gpu_check`)
 ``xlalab gpu-compile PROGRAM``         XLA:GPU's kernels per target, without a GPU (:mod:`xlalab.hlo.gpu_compile`)
 
-Each subcommand's options are one dataclass of :mod:`xlalab.options`; a term's repeated settings go in
+Each subcommand's options are one dataclass (:mod:`xlalab.options`; the grading commands' in
+:mod:`xlalab.grading.options`); a term's repeated settings go in
 ``[tool.xlalab.<subcommand>]`` of ``pyproject.toml`` or in ``xlalab.toml`` (flags override them). ``-v`` logs
 debugging detail, ``-q`` only warnings and errors. ``python -m xlalab`` is the same command.
 """
@@ -24,17 +25,15 @@ from pathlib import Path
 from typing import Any
 
 from xlalab import log as log_setup
+from xlalab.grading.options import ExportOptions, GradeOptions, MergeManualOptions, ReportOptions
 from xlalab.options import (
     AssignOptions,
     ConfigError,
-    ExportOptions,
     GpuCheckOptions,
     GpuCompileOptions,
-    GradeOptions,
     HloCensusOptions,
     HwOptions,
-    MergeManualOptions,
-    ReportOptions,
+    Sections,
     SuiteOptions,
     add_options,
     config_defaults,
@@ -130,6 +129,18 @@ COMMANDS: dict[str, Command] = {
 }
 
 
+# The config sections and the options they may set (``[grade]`` also serves report, merge-manual and export).
+SECTIONS: Sections = {
+    "grade": (GradeOptions, ExportOptions, MergeManualOptions),
+    "report": (ReportOptions,),
+    "merge-manual": (MergeManualOptions,),
+    "export": (ExportOptions,),
+    "assign": (AssignOptions,),
+    "suite": (SuiteOptions,),
+    "gpu-check": (GpuCheckOptions,),
+}
+
+
 def _verbosity() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(add_help=False)
     p.add_argument("-v", "--verbose", action="count", default=argparse.SUPPRESS, help="log debugging detail")
@@ -174,8 +185,8 @@ def load_defaults(path: str | Path | None = None) -> dict[str, dict[str, Any]]:
         return {}
     if path and not found.is_file():
         raise ConfigError(f"{found}: no such config file")
-    config = read_config(found)
-    return {name: config_defaults(name, cmd.options, config, found) for name, cmd in COMMANDS.items()}
+    config = read_config(found, SECTIONS)
+    return {name: config_defaults(name, cmd.options, config, found, SECTIONS) for name, cmd in COMMANDS.items()}
 
 
 def main(argv: list[str] | None = None) -> int:

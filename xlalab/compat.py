@@ -32,6 +32,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from xlalab import env
+
 # Optional dependency -> the requirement that provides it (the same specifiers as pyproject.toml; a unit test
 # keeps them equal). Imported by module name; installed by requirement.
 OPTIONAL: dict[str, str] = {
@@ -270,7 +272,7 @@ def held_probe_messages() -> Iterator[None]:
 
 
 def _fake_gpu_set() -> bool:
-    return bool(os.environ.get("XLALAB_FAKE_GPU", "").strip())
+    return bool(os.environ.get(env.FAKE_GPU, "").strip())
 
 
 def quiet_tensorflow(list_devices: bool = True) -> list[str]:
@@ -335,14 +337,18 @@ def importable(name: str) -> bool:
         return False
 
 
-def chapter_setup() -> list[str]:
+def chapter_setup(repository: str = "") -> list[str]:
     """What each chapter's first (hidden) cell calls once ``xlalab`` is importable; returns what it installed.
 
     Installs the kernel-side packages the chapter imports that the kernel lacks (:func:`install_missing`), gives
     the kernel a stand-in ``myst_nb`` where it has none (:func:`glue_stand_in`), imports TensorFlow quietly
     (:func:`quiet_tensorflow` without listing devices) and prints :data:`NO_GPU_LINE` where no NVIDIA driver shows.
     In the course's own environment it installs nothing and changes nothing but the held-back messages.
+    ``repository`` (the setup cell passes ``_config.yml``'s repository URL) becomes ``$XLALAB_REPOSITORY`` unless set,
+    so that a chapter outside a checkout can fetch the course's committed results.
     """
+    if repository:
+        os.environ.setdefault(env.REPOSITORY, repository)
     done = install_missing()
     if not importable("myst_nb"):
         sys.modules["myst_nb"] = glue_stand_in()

@@ -1,11 +1,12 @@
-"""Moved to :mod:`xlalab.hlo.flops`; ``xlalab.flops`` is that same module, so old imports keep working."""
+"""Deprecated: moved to :mod:`xlalab.hlo.flops` (``from xlalab.hlo import flops``).
 
-import sys
-from typing import TYPE_CHECKING
+This module re-exports its public names and warns when imported; it is kept for one term, for chapters and
+notebooks written with the old name, and then removed.
+"""
 
-from xlalab.hlo import flops as _moved
+import warnings
 
-sys.modules[__name__] = _moved
+from xlalab.hlo.flops import *  # noqa: F403
 
-if TYPE_CHECKING:  # type checkers cannot follow the sys.modules swap: show them the module's names
-    from xlalab.hlo.flops import *  # noqa: F403
+warnings.warn("xlalab.flops is now xlalab.hlo.flops (`from xlalab.hlo import flops`); the old name will be removed "
+              "after this term", DeprecationWarning, stacklevel=2)

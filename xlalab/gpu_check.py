@@ -1,12 +1,11 @@
 """The GPU check: on a machine where TensorFlow sees a GPU, run everything a maintainer needs to trust the course there.
 
-``xlalab gpu-check [--out-dir results] [--skip-suite] [--skip-grading] [--skip-book]`` (``make gpu-check``; formerly
-``python -m xlalab.gpu_check``, which still works):
+``xlalab gpu-check [--out-dir results] [--skip-suite] [--skip-grading] [--skip-book]`` (``make gpu-check``):
 
 1. the workload suite at the ``gpu`` profile (:func:`xlalab.suite.run`), placed on the GPU's own roofline
    (:func:`xlalab.hw.peaks`: the datasheet entry of its exact model plus a measured device copy);
 2. every solution graded (it must score full points) and every unmodified student lab graded (it must
-   score 0), with :func:`xlalab.grade.grade_submissions` as ``tests/test_labs.py`` does;
+   score 0), with :func:`xlalab.grading.cli.grade_submissions` as ``tests/test_labs.py`` does;
 3. the book built (``jupyter-book build . -W -n --keep-going``: every chapter executes on the GPU, warnings
    are errors).
 
@@ -17,7 +16,6 @@ where TensorFlow sees no GPU it says so and exits with status 2; ``XLALAB_FAKE_G
 
 from __future__ import annotations
 
-import argparse
 import datetime as _dt
 import logging
 import os
@@ -28,6 +26,9 @@ import tempfile
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+
+from xlalab import env
+from xlalab.grading.options import GradeOptions
 
 if TYPE_CHECKING:
     from .options import GpuCheckOptions
@@ -60,7 +61,7 @@ def _progress(msg: str) -> None:
 
 def grade_all(out: Path, root: Path = REPO) -> list[dict[str, Any]]:
     """Grade every solution (expects full points) and every unmodified student lab (expects 0); one dict each."""
-    from . import grade
+    from .grading import cli
 
     rows = []
     for sol in sorted((root / "solutions").glob("lab*.ipynb")):
@@ -72,8 +73,9 @@ def grade_all(out: Path, root: Path = REPO) -> list[dict[str, Any]]:
             _progress(f"grading {kind} {sol.stem}")
             # memory_gb=0: no address-space limit. The CUDA driver reserves large ranges of virtual address
             # space when it starts, which an RLIMIT_AS sized for host memory can make fail.
-            (row,) = grade.grade_submissions(sol, [submission], out / kind.replace(" ", "_") / sol.stem,
-                                             cell_timeout=900, timeout=2400, memory_gb=0)
+            (row,) = cli.grade_submissions(sol, [submission],
+                                           GradeOptions(out=str(out / kind.replace(" ", "_") / sol.stem),
+                                                        cell_timeout=900, timeout=2400, memory_gb=0))
             passed = [c.check for c in row.checks if c.passed]
             failed = [c.check for c in row.checks if not c.passed]
             ok = row.auto == row.max_auto if want == "full" else not passed
@@ -145,17 +147,6 @@ def report(doc: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def main(argv: list[str] | None = None) -> int:
-    """``python -m xlalab.gpu_check``, the older form of ``xlalab gpu-check`` (:func:`run`)."""
-    from . import log as log_setup
-    from .options import GpuCheckOptions, add_options, from_args
-
-    parser = argparse.ArgumentParser(prog="python -m xlalab.gpu_check", description=__doc__.splitlines()[0])
-    add_options(parser, GpuCheckOptions)
-    log_setup.configure()
-    return run(from_args(GpuCheckOptions, parser.parse_args(argv)))
-
-
 def run(args: GpuCheckOptions) -> int:
     """``xlalab gpu-check``: suite, grading and book on this machine's GPU; 0 when all passed, 2 without a GPU."""
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
@@ -166,7 +157,7 @@ def run(args: GpuCheckOptions) -> int:
         log.error(NO_GPU_MESSAGE)
         return NO_GPU_EXIT
     os.environ.pop(hw.FAKE_GPU_ENV, None)
-    os.environ.pop("XLALAB_PROFILE", None)
+    os.environ.pop(env.PROFILE, None)
     gpu = devices[0]["name"]
     slug = model_slug(gpu)
     out_dir = Path(args.out_dir)
@@ -207,8 +198,3 @@ def run(args: GpuCheckOptions) -> int:
     print(report(doc))
     print(f"wrote {report_path}" + ("" if args.skip_suite else f", {json_path} and its plots"))
     return 0 if ok else 1
-
-
-if __name__ == "__main__":
-    print("note: `python -m xlalab.gpu_check` is now `xlalab gpu-check`; this form keeps working", file=sys.stderr)
-    sys.exit(main())

@@ -1,11 +1,12 @@
-"""Moved to :mod:`xlalab.hlo.memory`; ``xlalab.hlo_memory`` is that same module, so old imports keep working."""
+"""Deprecated: moved to :mod:`xlalab.hlo.memory` (``from xlalab.hlo import memory``).
 
-import sys
-from typing import TYPE_CHECKING
+This module re-exports its public names and warns when imported; it is kept for one term, for Lab 7 hand-ins and
+notebooks written with the old name, and then removed.
+"""
 
-from xlalab.hlo import memory as _moved
+import warnings
 
-sys.modules[__name__] = _moved
+from xlalab.hlo.memory import *  # noqa: F403
 
-if TYPE_CHECKING:  # type checkers cannot follow the sys.modules swap: show them the module's names
-    from xlalab.hlo.memory import *  # noqa: F403
+warnings.warn("xlalab.hlo_memory is now xlalab.hlo.memory (`from xlalab.hlo import memory`); the old name will be "
+              "removed after this term", DeprecationWarning, stacklevel=2)

@@ -1,8 +1,10 @@
 """The options of every ``xlalab`` subcommand, each defined once, and the term's config file.
 
-Each subcommand has one dataclass (:class:`GradeOptions`, :class:`ReportOptions`, ...). Its fields and defaults
-are the single source of the command-line flags (:func:`add_options`), the Python API's defaults (e.g.
-:func:`xlalab.grading.cli.grade_submissions` reads :data:`GRADE`) and the keys a config file may set.
+Each subcommand has one dataclass (:class:`AssignOptions`, :class:`SuiteOptions`, ...; the grading commands' are in
+:mod:`xlalab.grading.options`). Its fields and defaults are the single source of the command-line flags
+(:func:`add_options`), the Python API's defaults (e.g. :func:`xlalab.grading.cli.grade_submissions` reads
+:data:`xlalab.grading.options.GRADE`) and the keys a config file may set. This module imports no command: the
+command layer (:mod:`xlalab.cli`) names each config section's dataclasses (``sections`` below).
 
 A config file holds a term's repeated settings: ``[tool.xlalab.<section>]`` in a ``pyproject.toml``, or
 ``[<section>]`` in an ``xlalab.toml`` (found in the current folder or the nearest one above holding either
@@ -25,7 +27,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
@@ -39,8 +41,6 @@ from xlalab.workloads import WORKLOADS
 
 REPO = Path(__file__).resolve().parent.parent
 CONFIG_NAME = "xlalab.toml"
-# Pairs of hand-ins at least this similar are listed in the class report (why 0.6: xlalab.grading.similarity).
-DEFAULT_THRESHOLD = 0.6
 
 T = TypeVar("T")
 
@@ -71,99 +71,6 @@ def threshold(text: str | float) -> float:
     if not 0 < value <= 1:
         raise argparse.ArgumentTypeError(f"must be in (0, 1], not {text}")
     return value
-
-
-def _choices(name: str) -> Callable[[], tuple[str, ...]]:
-    """The choices of a flag, read from the module that owns them when a parser is built."""
-    def read() -> tuple[str, ...]:
-        from xlalab.grading import engine, export, sandbox
-
-        return {"sandbox": sandbox.MODES, "cluster": engine.CLUSTERS, "export": export.KINDS,
-                "moodle_id": tuple(sorted(export.MOODLE_ID_COLUMNS))}[name]
-    return read
-
-
-# ---------------------------------------------------------------------------------------------
-# The grading commands: grade, report, merge-manual, export.
-
-@dataclass
-class LabOptions:
-    """What every grading command names: the lab, the output folder and the instructor's sources."""
-
-    lab: str = opt("", positional=True, help="lab name (lab01_timing) or path to its solution notebook")
-    out: str = opt("grades", help="output folder (gradebook.csv, feedback/)", path=True)
-    source: str | None = opt(None, help="folder with the instructor's lab sources (with hidden checks); "
-                                        "default solutions/", path=True)
-
-
-@dataclass
-class ReportOptions(LabOptions):
-    """``xlalab report``: remake ``<out>/report.html``, the class report, from the grader's rows."""
-
-    similarity_threshold: float = opt(
-        DEFAULT_THRESHOLD, type=threshold, group="written answers and exports",
-        help="pairs of hand-ins whose own code or written answers are at least this similar (0-1, winnowed "
-             f"fingerprints) are listed in the report, flagged, never penalized (default {DEFAULT_THRESHOLD:g})")
-
-
-@dataclass
-class MergeManualOptions(ReportOptions):
-    """``xlalab merge-manual``: fold the instructor's scores of the written answers in, then remake the report."""
-
-    manual: str = opt("", positional=True, metavar="CSV",
-                      help="the instructor's scores (student,question,points,comment; the grader writes "
-                           "<out>/manual.csv as a template)")
-
-
-@dataclass
-class ExportOptions(LabOptions):
-    """``xlalab export``: write ``<out>/export-<kind>.csv`` for Canvas, Moodle or as a plain CSV."""
-
-    kinds: list[str] = opt(factory=list, positional=True, nargs="+", metavar="KIND", choices=_choices("export"),
-                           help="canvas, moodle or csv (one or more)")
-    roster: str | None = opt(None, path=True, group="written answers and exports",
-                             help="CSV with a 'student' column and the platform's identifier columns (Canvas: ID, "
-                                  "SIS User ID, SIS Login ID, Section; Moodle: Username, Email address or ID number)")
-    moodle_id: str = opt("username", choices=_choices("moodle_id"), group="written answers and exports",
-                         help="the identifier column of the Moodle export")
-
-
-_DASK = "scale-out (Dask)"
-
-
-@dataclass
-class GradeOptions(ReportOptions):
-    """``xlalab grade``: grade a class's hand-ins of one lab (:func:`xlalab.grading.cli.grade_submissions`)."""
-
-    submissions: list[str] = opt(factory=list, positional=True, nargs="*", help="notebooks or folders of them")
-    jobs: int = opt(1, "-j", "--jobs", type=int,
-                    help="submissions graded at once on this machine (a local Dask cluster of that many workers)")
-    sandbox: str = opt("auto", choices=_choices("sandbox"),
-                       help="bwrap: run each notebook in a bubblewrap jail (required); auto: bwrap where it works, "
-                            "else say why and run unsandboxed; none: no jail")
-    cell_timeout: float = opt(600, type=float, help="seconds per cell (nbval)")
-    timeout: float = opt(1800, type=float, help="seconds for a whole notebook")
-    memory_gb: float = opt(8, type=float,
-                           help="address-space limit of the grading process and its kernel (TF+XLA needs >= 4)")
-    scheduler: str | None = opt(None, group=_DASK, help="address of a running Dask scheduler (tcp://host:8786)")
-    cluster: str | None = opt(None, choices=_choices("cluster"), group=_DASK,
-                              help="start workers as batch jobs through dask-jobqueue")
-    queue: str | None = opt(None, group=_DASK, help="batch queue or partition")
-    account: str | None = opt(None, group=_DASK, help="account or project charged for the jobs")
-    cores: int = opt(4, type=int, group=_DASK, help="cores per job")
-    memory: str = opt("16GB", group=_DASK, help="memory per job")
-    walltime: str = opt("02:00:00", group=_DASK, help="wall-clock limit per job")
-    gpus: int = opt(0, type=int, group=_DASK, help="GPUs per job")
-    cluster_jobs: int = opt(0, type=int, group=_DASK,
-                            help="batch jobs to start (default: -j, at most one per submission)")
-    prologue: list[str] = opt(factory=list, action="append", group=_DASK,
-                              help="a shell line run before each worker starts (e.g. 'source /shared/course/.venv/"
-                                   "bin/activate'); repeatable")
-    dry_run: bool = opt(False, action="store_true", config=False, group=_DASK,
-                        help="print the job script of --cluster and exit")
-
-
-GRADE = GradeOptions()   # the defaults the Python API reads (grade_submissions, grade_one, EngineSpec)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -322,8 +229,12 @@ def find_config(start: str | Path | None = None) -> Path | None:
     return None
 
 
-def read_config(path: str | Path) -> dict[str, dict[str, Any]]:
-    """The sections of a config file: ``{section: {key: value}}`` (``[tool.xlalab]`` of a pyproject.toml)."""
+Sections = Mapping[str, tuple[type, ...]]   # a config section's name -> the options dataclasses it may set
+
+
+def read_config(path: str | Path, sections: Sections) -> dict[str, dict[str, Any]]:
+    """The sections of a config file: ``{section: {key: value}}`` (``[tool.xlalab]`` of a pyproject.toml); a
+    section not in ``sections`` is a :class:`ConfigError`."""
     path = Path(path)
     try:
         doc = tomllib.loads(path.read_text(encoding="utf-8"))
@@ -335,9 +246,9 @@ def read_config(path: str | Path) -> dict[str, dict[str, Any]]:
     for name, table in doc.items():
         if not isinstance(table, dict):
             raise ConfigError(f"{path}: unknown key {name!r} in {where}; settings go in a section, e.g. "
-                              f"[tool.xlalab.grade] (sections: {', '.join(SECTIONS)})")
-        if name not in SECTIONS:
-            raise ConfigError(f"{path}: unknown section {name!r} in {where} (sections: {', '.join(SECTIONS)})")
+                              f"[tool.xlalab.grade] (sections: {', '.join(sections)})")
+        if name not in sections:
+            raise ConfigError(f"{path}: unknown section {name!r} in {where} (sections: {', '.join(sections)})")
     return doc
 
 
@@ -371,19 +282,21 @@ def _convert(f: dataclasses.Field, value: Any, base: Path) -> Any:
     return value
 
 
-def config_defaults(command: str, cls: type, config: dict[str, dict[str, Any]], path: str | Path) -> dict[str, Any]:
-    """The defaults that ``config`` (read from ``path``) sets for ``command``, whose options are ``cls``.
+def config_defaults(command: str, cls: type, config: dict[str, dict[str, Any]], path: str | Path,
+                    sections: Sections) -> dict[str, Any]:
+    """The defaults that ``config`` (read from ``path``) sets for ``command``, whose options are ``cls``; a key is
+    allowed in a section if one of the section's dataclasses (``sections``) has it.
 
     ``[grade]`` serves every grading command (each takes the keys it has), then the command's own section.
     Raises :class:`ConfigError` on a key no command of the section has, or a value of the wrong type."""
-    sections = (["grade"] if command in GRADING else []) + [command]
+    names = (["grade"] if command in GRADING else []) + [command]
     fields = {f.name: f for f in dataclasses.fields(cls)}
     base = Path(path).resolve().parent
     out: dict[str, Any] = {}
-    for section in dict.fromkeys(sections):
+    for section in dict.fromkeys(names):
         for key, value in config.get(section, {}).items():
             name = key.replace("-", "_")
-            allowed = {n for c in SECTIONS[section] for n, f in _configurable(c).items()}
+            allowed = {n for c in sections[section] for n, f in _configurable(c).items()}
             if name not in allowed:
                 raise ConfigError(f"{path}: unknown key {key!r} in section [{section}] (known: "
                                   f"{', '.join(sorted(allowed))})")
@@ -400,14 +313,3 @@ def _configurable(cls: type) -> dict[str, dataclasses.Field]:
     return {f.name: f for f in dataclasses.fields(cls)
             if not f.metadata.get("positional") and f.metadata.get("config", True)}
 
-
-# The config sections and the options they may set.
-SECTIONS: dict[str, tuple[type, ...]] = {
-    "grade": (GradeOptions, ExportOptions, MergeManualOptions),
-    "report": (ReportOptions,),
-    "merge-manual": (MergeManualOptions,),
-    "export": (ExportOptions,),
-    "assign": (AssignOptions,),
-    "suite": (SuiteOptions,),
-    "gpu-check": (GpuCheckOptions,),
-}

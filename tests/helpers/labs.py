@@ -76,12 +76,12 @@ def sample_solution() -> nbformat.NotebookNode:
 def make_lab_root(root: Path, solution: nbformat.NotebookNode | None = None) -> Path:
     """``root`` made a repository with ``solution`` (default: the sample lab) in solutions/ and its released
     version in labs/."""
-    from xlalab import assign
+    from xlalab import cli
 
     (root / "_config.yml").write_text("title: t\nrepository:\n  url: https://example.org/x\n", encoding="utf-8")
     (root / "solutions").mkdir()
     nbformat.write(solution if solution is not None else sample_solution(), str(root / "solutions" / f"{SAMPLE}.ipynb"))
-    assert assign.main(["--root", str(root)]) == 0
+    assert cli.main(["assign", "--root", str(root)]) == 0
     return root
 
 
@@ -110,7 +110,7 @@ def insert_after(nb, cell_id, source, new_id="student-extra"):
 
 
 def _read(path: Path) -> nbformat.NotebookNode:
-    from xlalab import assign
+    from xlalab.grading import assign
 
     return assign.read(path)
 

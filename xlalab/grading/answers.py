@@ -23,10 +23,10 @@ from pathlib import Path
 from typing import Any
 
 from xlalab import fmt
-from xlalab.grading import assign
+from xlalab.grading import labformat
 from xlalab.grading.lab import Lab
-from xlalab.grading.score import ANSWERED, EMPTY, MISSING, UNCHANGED, AnswerResult, Row
-from xlalab.grading.submissions import printable
+from xlalab.grading.model import ANSWERED, EMPTY, MISSING, UNCHANGED, AnswerResult, Row
+from xlalab.grading.submissions import HandIn, Unreadable, printable
 
 MANUAL_COLUMNS = ("student", "question", "points", "comment")
 _NO_ANSWER = {EMPTY: "no answer (blank): 0 points", UNCHANGED: "no answer (the box was left as released): 0 points",
@@ -37,12 +37,12 @@ def _normal(text: str) -> str:
     return "\n".join(line.rstrip() for line in text.strip().splitlines())
 
 
-def _result(answer: assign.Answer, text: str | None) -> AnswerResult:
+def _result(answer: labformat.Answer, text: str | None) -> AnswerResult:
     if text is None:
         state = MISSING
     elif not text.strip():
         state = EMPTY
-    elif _normal(text) == _normal(assign.ANSWER_BOX) or _normal(text).replace("…", "").replace("...", "").strip(
+    elif _normal(text) == _normal(labformat.ANSWER_BOX) or _normal(text).replace("…", "").replace("...", "").strip(
             " *") in ("Your answer:", ""):
         state = UNCHANGED
     else:
@@ -81,23 +81,31 @@ def _text(text: str) -> str:
     return re.sub("[\ud800-\udfff]", "\ufffd", text)
 
 
-def collect(lab: Lab, path: str | Path) -> list[AnswerResult]:
-    """The written answers in the submission file ``path`` (a regular file of the hand-in folder, never a
-    link: :func:`~xlalab.grading.submissions.read_handin`); an unreadable or broken file has them all missing."""
-    from xlalab.grading.submissions import Unreadable, parse_json, read_handin
-
+def collect(lab: Lab, handin: HandIn) -> list[AnswerResult]:
+    """The written answers in a hand-in (read once: :class:`~xlalab.grading.submissions.HandIn`); an unreadable or
+    broken file has them all missing."""
     try:
-        nb = parse_json(read_handin(path))
+        nb = handin.json()
         return answers_of(lab, nb if isinstance(nb, dict) else {})
     except (Unreadable, RecursionError, MemoryError):
         return answers_of(lab, {})
+
+
+def carry_over(answers: list[AnswerResult], old: Row | None) -> list[AnswerResult]:
+    """``answers`` (just read from a hand-in) with the instructor's points and comment of ``old`` (the student's
+    row kept before this run) for each answer whose text did not change: a re-graded student keeps them."""
+    for res in answers:
+        prev = next((a for a in (old.answers if old else []) if a.answer == res.answer), None)
+        if prev is not None and prev.earned is not None and res.earned is None and prev.text == res.text:
+            res.earned, res.comment = prev.earned, prev.comment
+    return answers
 
 
 def _quote(text: str) -> str:
     return "\n".join("> " + line if line.strip() else ">" for line in text.strip().splitlines())
 
 
-def answer_file_text(lab: Lab, answer: assign.Answer, rows: list[Row]) -> str:
+def answer_file_text(lab: Lab, answer: labformat.Answer, rows: list[Row]) -> str:
     """The Markdown file of one question: rubric and model answer, then each student's answer."""
     lines = [f"# {lab.name}: `{answer.answer}` ({fmt.points(answer.points)} points)", "",
              "## Rubric", "", answer.rubric.strip() or "(none given)", "",

@@ -13,7 +13,7 @@ this order:
 4. per written question: answered, blank (empty, left as released, deleted), scored by the instructor, not
    scored yet, and the mean points of those with points;
 5. time per submission (of the rows that ran): median, and the slowest five;
-6. faults: rows not graded, time limits, dead kernels, setup failures, tampering, what the guard put back, what
+6. faults: rows not graded, time limits, dead kernels, setup failures, tampering, what
    the sandbox blocked, rows graded without the jail;
 7. similar hand-ins (:mod:`.similarity`): flagged pairs with their most similar cells side by side.
 
@@ -36,9 +36,9 @@ from typing import Any
 
 from xlalab import fmt
 from xlalab.files import atomic_write
-from xlalab.grading.faults import KINDS, NOT_GRADED, merge
+from xlalab.grading.faults import KINDS, NOT_GRADED, FaultKind, merge
 from xlalab.grading.lab import Lab
-from xlalab.grading.score import ANSWERED, EMPTY, MISSING, UNCHANGED, Row
+from xlalab.grading.model import ANSWERED, EMPTY, MISSING, UNCHANGED, Row
 from xlalab.grading.similarity import DEFAULT_THRESHOLD, Pair
 
 TOP_MESSAGES = 30
@@ -71,7 +71,7 @@ class Summary:
     questions: list[dict[str, Any]]                      # question, points, answered, blank, scored, pending, mean
     seconds_median: float | None
     slowest: list[tuple[str, float]]
-    faults: dict[str, list[tuple[str, str]]]             # kind -> [(student, detail)]
+    faults: dict[FaultKind, list[tuple[str, str]]]       # kind -> [(student, detail)]
     pairs: list[Pair] = field(default_factory=list)
     threshold: float = DEFAULT_THRESHOLD
     compared: int = 0                                    # students compared for similarity
@@ -86,9 +86,9 @@ def _quartiles(values: list[float]) -> list[float]:
 FAULTS = KINDS
 
 
-def _faults(rows: list[Row]) -> dict[str, list[tuple[str, str]]]:
+def _faults(rows: list[Row]) -> dict[FaultKind, list[tuple[str, str]]]:
     """Students per fault kind, read from each row's typed faults (never from its status words)."""
-    out: dict[str, list[tuple[str, str]]] = {k: [] for k in FAULTS}
+    out: dict[FaultKind, list[tuple[str, str]]] = {k: [] for k in FAULTS}
     for r in sorted(rows, key=lambda r: r.student):
         for f in merge(r.faults):
             out[f.kind].append((r.student, f.detail))

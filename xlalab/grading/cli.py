@@ -30,34 +30,34 @@ remakes it from the grader's rows.
 ``xlalab merge-manual LAB grades/manual.csv --out grades/`` folds the instructor's scores of the written answers in
 (bad lines are rejected, one line each, exit status 1); ``xlalab export LAB canvas|moodle|csv...`` (``--roster``,
 ``--moodle-id``) writes ``<out>/export-<kind>.csv`` (:mod:`xlalab.grading.export`). Each command's options are
-one dataclass of :mod:`xlalab.options`. The older ``python -m xlalab.grade LAB [SUBMISSIONS...] --report |
---merge-manual CSV | --export KIND`` (:func:`main`) still works, with or without submissions in the same command.
+one dataclass of :mod:`xlalab.grading.options`; the ``xlalab`` command (:mod:`xlalab.cli`) is the one way in, and
+:mod:`xlalab.grading.api` the instructors' Python API.
 """
 
 from __future__ import annotations
 
-import argparse
 import logging
 import time
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
-from xlalab import log as log_setup
 from xlalab.grading import (
     answers as answers_mod,
-    assign,
     classreport,
     engine,
     export as export_mod,
+    labformat,
     sandbox as sandbox_mod,
     similarity,
 )
 from xlalab.grading.feedback import summary_table
 from xlalab.grading.gradebook import Gradebook
 from xlalab.grading.lab import load_lab
-from xlalab.grading.score import Row, zero_row
-from xlalab.grading.submissions import expand_submissions, guard_sources
-from xlalab.options import GRADE, ExportOptions, GradeOptions, MergeManualOptions, ReportOptions, add_options, from_args
+from xlalab.grading.model import Row
+from xlalab.grading.options import GRADE, ExportOptions, GradeOptions, MergeManualOptions, ReportOptions
+from xlalab.grading.score import zero_row
+from xlalab.grading.submissions import HandIn, expand_submissions, guard_sources
+from xlalab.grading.task import Limits
 
 log = logging.getLogger(__name__)
 
@@ -72,57 +72,50 @@ class Graded(list):
     engine: str
 
 
-def grade_submissions(lab: str | Path, submissions: Iterable[str | Path], out: str | Path = GRADE.out, *,
-                      jobs: int = GRADE.jobs, source: str | Path | None = None,
-                      cell_timeout: float = GRADE.cell_timeout, timeout: float = GRADE.timeout,
-                      memory_gb: float = GRADE.memory_gb, env: Mapping[str, str | None] | None = None,
-                      progress: bool = False, sandbox: str = GRADE.sandbox, scheduler: str | None = None,
-                      spec: engine.EngineSpec | None = None, quiet: bool = False,
-                      similarity_threshold: float = GRADE.similarity_threshold) -> Graded:
-    """Grade every submission of one lab; write the gradebook and feedback under ``out``; return the rows.
+def grade_submissions(lab: str | Path, submissions: Iterable[str | Path], opts: GradeOptions = GRADE, *,
+                      env: Mapping[str, str | None] | None = None, progress: bool = False,
+                      spec: engine.EngineSpec | None = None, quiet: bool = False) -> Graded:
+    """Grade every submission of one lab with ``xlalab grade``'s options ``opts`` (its ``lab`` and
+    ``submissions`` are the arguments here); write the gradebook and feedback under ``opts.out``; return the rows.
 
-    Example: ``grade_submissions("lab01_timing", ["hand-ins/"], "grades", jobs=2)``. ``sandbox`` is "auto"
-    (bwrap where it works), "bwrap" (required) or "none"; ``scheduler`` a Dask scheduler address; ``spec`` an
-    :class:`~xlalab.grading.engine.EngineSpec` for anything else (``jobs`` and ``scheduler`` then are ignored).
-    Writes ``<out>/report.html`` at the end (:mod:`xlalab.grading.classreport`; pairs of similar hand-ins at
-    ``similarity_threshold``). The defaults are :data:`xlalab.options.GRADE`'s, as ``xlalab grade``'s are.
+    Example: ``grade_submissions("lab01_timing", ["hand-ins/"], GradeOptions(out="grades", jobs=2))``.
+    ``env`` adds (None: removes) environment variables of the grading runs; ``spec`` an
+    :class:`~xlalab.grading.engine.EngineSpec` other than the one ``opts`` says (:func:`engine_spec`). Writes
+    ``<out>/report.html`` at the end (:mod:`xlalab.grading.classreport`; pairs of similar hand-ins at
+    ``opts.similarity_threshold``).
     """
     start = time.monotonic()
-    the_lab = load_lab(lab, source)
-    box = sandbox_mod.resolve(sandbox, quiet=quiet)   # says once, here, if grading runs unsandboxed
-    spec = spec or engine.EngineSpec(jobs=jobs, scheduler=scheduler)
+    out = opts.out
+    the_lab = load_lab(lab, opts.source)
+    box = sandbox_mod.resolve(opts.sandbox, quiet=quiet)   # says once, here, if grading runs unsandboxed
+    spec = spec or engine_spec(opts)
     guard_sources(the_lab)   # from here, no reader of this process takes a source file for a hand-in
-    entries = expand_submissions(submissions, the_lab.name)
+    # Each hand-in is read here, once, before any student code of this run starts: its written answers, its own
+    # text for the similarity report, and the bytes its task grades all come from this one read.
+    handins = [HandIn.read(student, path) for student, path in expand_submissions(submissions, the_lab.name)]
     ids = [c.check for c in the_lab.checks]
-    kwargs = dict(cell_timeout=cell_timeout, timeout=timeout, memory_gb=memory_gb, env=env,
-                  sandbox=box if spec.kind in ("serial", "local") else sandbox)
-    # Written answers are read here, from the submission files, before any student code of this run starts.
-    written = {student: _collect(the_lab, path) for student, path in entries} if the_lab.answers else {}
-    owns = [similarity.collect(the_lab, student, path) for student, path in entries]   # for the report, likewise
+    limits = Limits.of(opts, sandbox=box if spec.kind in ("serial", "local") else opts.sandbox, env=env)
+    written = {h.student: _collect(the_lab, h) for h in handins} if the_lab.answers else {}
+    owns = [similarity.collect(the_lab, h) for h in handins]
     with Gradebook(out, ids, quiet=quiet, answer_ids=[a.answer for a in the_lab.answers]) as book:
         before = dict(book.stored)
         similarity.save(out, owns)
 
         def record(row: Row) -> None:
             try:
-                row.answers = written.get(row.student, [])
-                old = before.get(row.student)
-                for res in row.answers:   # a re-graded student keeps the instructor's points for an unchanged answer
-                    prev = next((a for a in (old.answers if old else []) if a.answer == res.answer), None)
-                    if prev is not None and prev.earned is not None and res.earned is None and prev.text == res.text:
-                        res.earned, res.comment = prev.earned, prev.comment
+                row.answers = answers_mod.carry_over(written.get(row.student, []), before.get(row.student))
                 book.record(row)
             except Exception as err:  # noqa: BLE001  (one hand-in never stops the class: its row says why)
-                bad = zero_row(the_lab, row.student, f"not graded: grader error while recording "
+                bad = zero_row(the_lab, row.student, f"grader error while recording "
                                f"({type(err).__name__}: {str(err)[:200]})", row.submission)
                 book.record(bad)
 
-        rows = engine.run(the_lab, entries, kwargs, spec, record, progress=progress)
+        rows = engine.run(the_lab, handins, limits, spec, record, progress=progress)
         if the_lab.answers:
             everyone = list(book.stored.values())
             answers_mod.write_answer_files(the_lab, everyone, out)
             answers_mod.write_manual_template(the_lab, everyone, Path(out) / "manual.csv")
-    _write_report(the_lab, list(book.stored.values()), out, similarity_threshold, book.warnings, quiet)
+    _write_report(the_lab, list(book.stored.values()), out, opts.similarity_threshold, book.warnings, quiet)
     result = Graded(rows)
     result.warnings = book.warnings
     result.elapsed = time.monotonic() - start
@@ -135,9 +128,9 @@ def grade_submissions(lab: str | Path, submissions: Iterable[str | Path], out: s
     return result
 
 
-def _collect(lab, path) -> list:
+def _collect(lab, handin: HandIn) -> list:
     try:
-        return answers_mod.collect(lab, path)
+        return answers_mod.collect(lab, handin)
     except Exception:  # noqa: BLE001  (a hand-in the reader cannot take: its answers are missing, the class goes on)
         return answers_mod.answers_of(lab, {})
 
@@ -219,12 +212,9 @@ def run_grade(opts: GradeOptions) -> int:
         log.error("error: no submissions given")
         return 2
     try:
-        rows = grade_submissions(opts.lab, opts.submissions, opts.out, source=opts.source,
-                                 cell_timeout=opts.cell_timeout, timeout=opts.timeout, memory_gb=opts.memory_gb,
-                                 progress=log.isEnabledFor(logging.INFO),   # no progress bar under -q
-                                 sandbox=opts.sandbox, spec=spec,
-                                 similarity_threshold=opts.similarity_threshold)
-    except (FileNotFoundError, assign.FormatError, sandbox_mod.SandboxUnavailable, engine.ClusterUnavailable) as err:
+        rows = grade_submissions(opts.lab, opts.submissions, opts, spec=spec,
+                                 progress=log.isEnabledFor(logging.INFO))   # no progress bar under -q
+    except (FileNotFoundError, labformat.FormatError, sandbox_mod.SandboxUnavailable, engine.ClusterUnavailable) as err:
         log.error("error: %s", err)
         return 2
     out = Path(opts.out)
@@ -246,7 +236,7 @@ def run_report(opts: ReportOptions, *, quiet: bool = True) -> int:
     try:
         path = class_report(opts.lab, opts.out, source=opts.source, similarity_threshold=opts.similarity_threshold,
                             quiet=quiet)
-    except (FileNotFoundError, ValueError, assign.FormatError) as err:
+    except (FileNotFoundError, ValueError, labformat.FormatError) as err:
         log.error("error: %s", err)
         return 2
     print(f"class report: {path}")
@@ -257,7 +247,7 @@ def run_merge_manual(opts: MergeManualOptions) -> int:
     """``xlalab merge-manual``: fold ``manual.csv`` in, then remake the report; 1 when a line was rejected."""
     try:
         changed, errors = merge_manual(opts.lab, opts.manual, opts.out, source=opts.source)
-    except (FileNotFoundError, ValueError, assign.FormatError) as err:
+    except (FileNotFoundError, ValueError, labformat.FormatError) as err:
         log.error("error: %s", err)
         return 2
     for e in errors:
@@ -273,63 +263,11 @@ def run_export(opts: ExportOptions) -> int:
             path = export_gradebook(opts.lab, kind, opts.out, source=opts.source, roster=opts.roster,
                                     moodle_id=opts.moodle_id)
             print(f"export ({kind}): {path}")
-    except (FileNotFoundError, ValueError, assign.FormatError) as err:
+    except (FileNotFoundError, ValueError, labformat.FormatError) as err:
         log.error("error: %s", err)
         return 2
     return 0
 
 
-# ---------------------------------------------------------------------------------------------
-# The older form, ``python -m xlalab.grade``: every grading command's flags in one namespace.
-
-def parser() -> argparse.ArgumentParser:
-    """The parser of ``python -m xlalab.grade`` (:class:`~xlalab.options.GradeOptions` plus the mode flags)."""
-    p = argparse.ArgumentParser(prog="python -m xlalab.grade", description=__doc__.split("\n\n")[0])
-    add_options(p, GradeOptions)
-    m = next(g for g in p._action_groups if g.title == "written answers and exports")
-    m.add_argument("--merge-manual", metavar="CSV", default=None,
-                   help="fold the instructor's scores of the written answers (student,question,points,comment; "
-                        "the grader writes <out>/manual.csv as a template) into the gradebook and feedback")
-    m.add_argument("--export", action="append", choices=export_mod.KINDS, default=[],
-                   help="write <out>/export-KIND.csv in the form Canvas or Moodle imports, or a plain CSV "
-                        "(repeatable)")
-    m.add_argument("--report", action="store_true",
-                   help="write <out>/report.html, the class report (also written after every grading run, and "
-                        "after --merge-manual)")
-    add_options(p, ExportOptions, exclude=("lab", "out", "source", "kinds"))
-    return p
-
-
-def main(argv: list[str] | None = None) -> int:
-    """``python -m xlalab.grade LAB [SUBMISSIONS...] [--report] [--merge-manual CSV] [--export KIND]``: grade, then
-    merge, report and export as asked (``xlalab grade``, ``merge-manual``, ``report`` and ``export`` in turn)."""
-    args = parser().parse_args(argv)
-    log_setup.configure()
-    grade = from_args(GradeOptions, args)
-    if not args.dry_run and not args.submissions and not (args.merge_manual or args.export or args.report):
-        log.error("error: no submissions given")
-        return 2
-    if args.dry_run or args.submissions:
-        rc = run_grade(grade)
-        if rc or args.dry_run:
-            return rc
-    rc = 0
-    if args.merge_manual:
-        rc = run_merge_manual(MergeManualOptions(lab=grade.lab, out=grade.out, source=grade.source,
-                                                 similarity_threshold=grade.similarity_threshold,
-                                                 manual=args.merge_manual))
-        if rc == 2:
-            return rc
-    elif args.report and not args.submissions:   # (a grading run wrote it already)
-        if run_report(ReportOptions(lab=grade.lab, out=grade.out, source=grade.source,
-                                    similarity_threshold=grade.similarity_threshold)):
-            return 2
-    if args.export:
-        if run_export(ExportOptions(lab=grade.lab, out=grade.out, source=grade.source, kinds=args.export,
-                                    roster=args.roster, moodle_id=args.moodle_id)):
-            return 2
-    return rc
-
-
-__all__ = ["Graded", "Row", "class_report", "engine_spec", "export_gradebook", "grade_submissions", "main",
-           "merge_manual", "parser", "run_export", "run_grade", "run_merge_manual", "run_report"]
+__all__ = ["Graded", "Row", "class_report", "engine_spec", "export_gradebook", "grade_submissions",
+           "merge_manual", "run_export", "run_grade", "run_merge_manual", "run_report"]

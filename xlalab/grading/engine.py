@@ -42,13 +42,14 @@ from pathlib import Path
 from typing import Any
 
 from xlalab.grading.lab import Lab
-from xlalab.grading.score import Row, zero_row
-from xlalab.grading.task import grade_one
-from xlalab.options import GRADE
+from xlalab.grading.model import Row
+from xlalab.grading.options import CLUSTERS, GRADE
+from xlalab.grading.score import zero_row
+from xlalab.grading.submissions import HandIn
+from xlalab.grading.task import Limits, grade_one
 
 log = logging.getLogger(__name__)
 
-CLUSTERS = ("slurm", "pbs", "sge", "lsf")
 # On a cluster the grader starts: a worker runs one notebook at a time (one thread; the job's cores are the
 # notebook's), the scheduler hands a worker no task before it is free (so a worker that dies takes only the
 # task it was running with it), and a task whose worker died twice is given up.
@@ -91,7 +92,7 @@ def queue_jobs(cluster: str) -> set[str]:
 @dataclass
 class EngineSpec:
     """How to run the tasks (see the module docstring); ``jobs`` is ``-j``. The defaults are ``xlalab grade``'s
-    (:class:`xlalab.options.GradeOptions`)."""
+    (:class:`xlalab.grading.options.GradeOptions`)."""
 
     jobs: int = GRADE.jobs
     scheduler: str | None = GRADE.scheduler
@@ -194,27 +195,9 @@ def close_cluster(cluster) -> None:
                 f.close()
 
 
-def _task(fn: Callable[..., Row], lab: Lab, student: str, path: str, raw: bytes | None,
-          kwargs: dict[str, Any]) -> Row:
-    """What a worker runs: write the hand-in it was sent to its own temporary file, grade it, return the row."""
-    if raw is None:
-        return fn(lab, student, Path(path), **kwargs)
-    import tempfile
-    with tempfile.TemporaryDirectory(prefix="xlalab-handin-") as d:
-        local = Path(d) / Path(path).name
-        local.write_bytes(raw)
-        row = fn(lab, student, local, **kwargs)
-    row.submission = path
-    return row
-
-
-def _read(path: Path) -> bytes | None:
-    from xlalab.grading.submissions import Unreadable, read_handin
-
-    try:
-        return read_handin(path)   # a regular file, not a link, not too large
-    except Unreadable:
-        return None  # the worker reads it again and reports why it cannot
+def _task(fn: Callable[..., Row], lab: Lab, handin: HandIn, limits: Limits) -> Row:
+    """What a worker runs: grade the hand-in it was sent (its bytes travel with the task), return the row."""
+    return fn(lab, handin, limits)
 
 
 def _progress(total: int, enabled: bool):
@@ -229,10 +212,9 @@ def _progress(total: int, enabled: bool):
                            "{rate_fmt}{postfix}")
 
 
-def run(lab: Lab, entries: list[tuple[str, Path]], kwargs: dict[str, Any], spec: EngineSpec,
-        on_row: Callable[[Row], None], *, progress: bool = False,
-        fn: Callable[..., Row] = grade_one) -> list[Row]:
-    """Grade ``entries`` with ``fn(lab, student, path, **kwargs)`` on the engine ``spec``; call ``on_row`` in
+def run(lab: Lab, entries: list[HandIn], limits: Limits, spec: EngineSpec, on_row: Callable[[Row], None], *,
+        progress: bool = False, fn: Callable[[Lab, HandIn, Limits], Row] = grade_one) -> list[Row]:
+    """Grade the hand-ins ``entries`` with ``fn(lab, handin, limits)`` on the engine ``spec``; call ``on_row`` in
     this process as each row arrives; return the rows in the order of ``entries``."""
     bar = _progress(len(entries), progress)
     rows: dict[int, Row] = {}
@@ -246,26 +228,26 @@ def run(lab: Lab, entries: list[tuple[str, Path]], kwargs: dict[str, Any], spec:
 
     try:
         if spec.kind == "serial" or not entries:
-            for i, (student, path) in enumerate(entries):
-                done(i, _safe(fn, lab, student, path, kwargs))
+            for i, handin in enumerate(entries):
+                done(i, _safe(fn, lab, handin, limits))
         else:
-            _run_dask(lab, entries, kwargs, spec, done, fn)
+            _run_dask(lab, entries, limits, spec, done, fn)
     finally:
         if bar is not None:
             bar.close()
     return [rows[i] for i in range(len(entries))]
 
 
-def _safe(fn, lab: Lab, student: str, path: Path, kwargs: dict[str, Any]) -> Row:
+def _safe(fn, lab: Lab, handin: HandIn, limits: Limits) -> Row:
     try:
-        return fn(lab, student, path, **kwargs)
+        return fn(lab, handin, limits)
     except BaseException as err:  # grade_one does not raise; this is the last line of defence
         if isinstance(err, KeyboardInterrupt):
             raise
-        return zero_row(lab, student, f"not graded: grader error ({type(err).__name__})", str(path))
+        return zero_row(lab, handin.student, f"grader error ({type(err).__name__})", str(handin.path))
 
 
-def _run_dask(lab, entries, kwargs, spec: EngineSpec, done, fn) -> None:
+def _run_dask(lab, entries: list[HandIn], limits: Limits, spec: EngineSpec, done, fn) -> None:
     try:
         import dask
         from distributed import Client, LocalCluster, as_completed
@@ -273,7 +255,7 @@ def _run_dask(lab, entries, kwargs, spec: EngineSpec, done, fn) -> None:
         log.warning("xlalab.grade: Dask distributed is not installed; grading with a thread pool "
                     "(pip install 'dask[distributed]')")
         with futures.ThreadPoolExecutor(max_workers=max(1, spec.jobs)) as pool:
-            futs: dict[Any, int] = {pool.submit(_safe, fn, lab, s, p, kwargs): i for i, (s, p) in enumerate(entries)}
+            futs: dict[Any, int] = {pool.submit(_safe, fn, lab, h, limits): i for i, h in enumerate(entries)}
             for f in futures.as_completed(futs):
                 done(futs[f], f.result())
         return
@@ -302,9 +284,9 @@ def _run_dask(lab, entries, kwargs, spec: EngineSpec, done, fn) -> None:
             client = Client(spec.scheduler, timeout="30s")
         try:
             futs = {}
-            for i, (student, path) in enumerate(entries):
-                fut = client.submit(_task, fn, lab, student, str(path), _read(Path(path)), kwargs,
-                                    key=f"grade-{i}-{student}"[:200], pure=False, retries=1)
+            for i, handin in enumerate(entries):
+                fut = client.submit(_task, fn, lab, handin, limits, key=f"grade-{i}-{handin.student}"[:200],
+                                    pure=False, retries=1)
                 futs[fut] = i
             watch = _Watch(spec, cluster, n) if spec.kind == "jobqueue" else None
             waiting = as_completed(list(futs))
@@ -313,20 +295,20 @@ def _run_dask(lab, entries, kwargs, spec: EngineSpec, done, fn) -> None:
                 batch = waiting.next_batch(block=False) if watch is not None else [next(waiting)]
                 if not batch:
                     assert watch is not None  # only next_batch() comes back empty
-                    watch.look(client, [entries[futs[f]][0] for f in left])
+                    watch.look(client, [entries[futs[f]].student for f in left])
                     time.sleep(0.5)
                     continue
                 for fut in batch:
                     left.discard(fut)
                     i = futs[fut]
-                    student, path = entries[i]
+                    student, path = entries[i].student, entries[i].path
                     try:
                         row = fut.result()
                     except Exception as err:  # noqa: BLE001  (KilledWorker, a lost connection, ...)
                         name = type(err).__name__
                         why = ("the worker grading it died, twice" if name == "KilledWorker"
                                else f"{name}: {str(err)[:200]}")
-                        row = zero_row(lab, student, f"not graded: grader error ({why})", str(path))
+                        row = zero_row(lab, student, f"grader error ({why})", str(path))
                     done(i, row)
                     if watch is not None:
                         watch.progress()

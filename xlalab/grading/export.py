@@ -35,12 +35,12 @@ import re
 from pathlib import Path
 
 from xlalab import fmt
-from xlalab.grading.score import Row
+from xlalab.grading.model import Row
+from xlalab.grading.options import EXPORT_KINDS, MOODLE_ID_COLUMNS
 
-KINDS = ("canvas", "moodle", "csv")
+KINDS = EXPORT_KINDS
 CANVAS_ID_COLUMNS = ("Student", "ID", "SIS User ID", "SIS Login ID", "Section")
 CANVAS_POINTS_ROW = "    Points Possible"
-MOODLE_ID_COLUMNS = {"username": "Username", "email": "Email address", "idnumber": "ID number"}
 
 
 def read_roster(path: str | Path | None) -> dict[str, dict[str, str]]:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from xlalab import fmt
 from xlalab.grading.faults import NOT_GRADED
-from xlalab.grading.score import Row
+from xlalab.grading.model import Row
 from xlalab.grading.submissions import printable
 
 
@@ -17,7 +17,7 @@ def feedback_text(row: Row) -> str:
                   f"{fmt.points(row.manual)} / {fmt.points(row.max_manual)}"
                   + (f" ({len(row.pending)} not scored yet)" if row.pending else "") + ".", ""]
     if row.state == NOT_GRADED:
-        lines += [f"Your submission could not be graded: {row.status.removeprefix('not graded: ')}.", ""]
+        lines += [f"Your submission could not be graded: {row.reason}.", ""]
     lines += ["| check | kind | points | result |", "|---|---|---|---|"]
     for c in row.checks:
         result = "pass" if c.passed else "FAIL: " + c.message.replace("|", "\\|").replace("\n", " ")
@@ -33,10 +33,6 @@ def feedback_text(row: Row) -> str:
         lines += ["", "## Notes", ""] + [f"- {t}" for t in row.notes]
     if row.tampering:
         lines += ["", "## Tampering", ""] + [f"- {t}" for t in row.tampering]
-    if row.restored:
-        lines += ["", "## Put back before the checks ran", "",
-                  "Your notebook had replaced these; the checks ran with the originals:", ""]
-        lines += [f"- `{n}`" for n in row.restored[:30]]
     if row.cell_errors:
         lines += ["", "## Errors in your cells", ""] + [f"- {e}" for e in row.cell_errors]
     if row.blocked:

@@ -35,10 +35,10 @@ import time
 from pathlib import Path
 from typing import IO, Any
 
-from xlalab import fmt
+from xlalab import env, fmt
 from xlalab.files import atomic_write
 from xlalab.grading.feedback import feedback_text
-from xlalab.grading.score import Row
+from xlalab.grading.model import Row
 from xlalab.grading.submissions import safe_name
 
 log = logging.getLogger(__name__)
@@ -49,7 +49,7 @@ SPLIT = ("auto", "max_auto", "manual", "max_manual")   # a lab with written answ
 
 def state_dir() -> Path:
     """The grader's private state folder (created with mode 0700)."""
-    base = os.environ.get("XLALAB_GRADER_STATE")
+    base = os.environ.get(env.GRADER_STATE)
     if base:
         path = Path(base)
     else:
@@ -72,14 +72,12 @@ def csv_record(row: Row) -> dict[str, str]:
     """A row as the CSV writes it: student, total, max, one column per check, status; with written answers
     also auto, max_auto, manual, max_manual and one column per question (blank until scored)."""
     rec = {"student": row.student, "total": fmt.points(row.total), "max": fmt.points(row.maximum),
-           "status": row.status}
+           "status": row.status_line()}
     rec.update({c.check: fmt.points(c.earned) for c in row.checks})
     if row.answers:
         rec.update({"auto": fmt.points(row.auto), "max_auto": fmt.points(row.max_auto),
                     "manual": fmt.points(row.manual), "max_manual": fmt.points(row.max_manual)})
         rec.update({a.answer: "" if a.earned is None else fmt.points(a.earned) for a in row.answers})
-        if row.pending:
-            rec["status"] = f"{row.status}; written answers not scored yet: {', '.join(row.pending)}"
     return rec
 
 

@@ -22,7 +22,7 @@ from typing import Any, TypeGuard
 
 import nbformat
 
-from xlalab.grading import assign
+from xlalab.grading import labformat
 from xlalab.grading.probe import JUDGE_MARKER
 
 _MARKER = re.compile(r"^#\s*JUDGE\s*$", re.M)
@@ -131,8 +131,8 @@ class Plan:
 
 
 def _is_answer(cell: Any) -> bool:
-    meta = assign.xmeta(cell)
-    return bool(meta.get("solution") or assign.has_inline(cell.source))
+    meta = labformat.xmeta(cell)
+    return bool(meta.get("solution") or labformat.has_inline(cell.source))
 
 
 def _parse(source: str) -> ast.Module:
@@ -154,7 +154,7 @@ def plan(nb: Any) -> Plan:
     for i, cell in enumerate(nb.cells):
         if cell.cell_type != "code":
             continue
-        meta = assign.xmeta(cell)
+        meta = labformat.xmeta(cell)
         if meta.get("setup"):
             setup = i
             judge_names |= top_bound(_parse(cell.source))
@@ -236,12 +236,12 @@ def isolation_problems(nb: Any) -> list[str]:
         except SyntaxError:
             continue
         trees.append((i, cell, tree))
-        (check_bound if "check" in assign.xmeta(cell) else other_bound).update(top_bound(tree))
+        (check_bound if "check" in labformat.xmeta(cell) else other_bound).update(top_bound(tree))
     only_checks = check_bound - other_bound - BUILTINS
     problems: list[str] = []
     after_check = False
     for i, cell, tree in trees:
-        cid = assign.xmeta(cell).get("check")
+        cid = labformat.xmeta(cell).get("check")
         if cid is not None:
             try:
                 probing = _parse(probing_part(cell.source))
@@ -283,7 +283,7 @@ def shared_probe_names(nb: Any) -> list[str]:
     shared by two checks could be replayed to the wrong one."""
     users: dict[str, list[str]] = {}
     for cell in nb.cells:
-        cid = assign.xmeta(cell).get("check")
+        cid = labformat.xmeta(cell).get("check")
         if cell.cell_type != "code" or cid is None:
             continue
         try:
@@ -307,7 +307,7 @@ def check_problems(nb: Any) -> list[str]:
     earlier: set[str] = set()
     for i in p.checks:
         cell = nb.cells[i]
-        cid = assign.xmeta(cell).get("check")
+        cid = labformat.xmeta(cell).get("check")
         if split_check(cell.source) is None:
             problems.append(f"check {cid!r}: no '{JUDGE_MARKER}' line between its probing and judging parts")
         try:
@@ -334,11 +334,12 @@ def check_problems(nb: Any) -> list[str]:
 def build_judge(lab: Any, init_source: str) -> Any:
     """The judge notebook of a lab: a first cell (``init_source``: the probe's replay mode), the released setup
     cell, the given cells the checks need and every check whole, in the source's order (ids and metadata as
-    the graded notebook's, so that per-check results are read the same way). Each check ends with a line that
+    the graded notebook's, so that per-check results are read the same way). Each check's second line says which
+    check runs (:func:`xlalab.grading.probe.judging`: a probe with no record is recorded against it), its last line
     records that it ran to its end (:func:`xlalab.grading.probe.passed`)."""
     src = lab.source
     p = plan(src)
-    released_setup = next((c for c in lab.released.cells if assign.xmeta(c).get("setup")), None)
+    released_setup = next((c for c in lab.released.cells if labformat.xmeta(c).get("setup")), None)
     cells = [nbformat.v4.new_code_cell(source=init_source, id="xlalab-judge-init")]
     check_index = {c.index: k for k, c in enumerate(lab.checks)}
     for i in sorted(set(p.given) | set(p.checks) | ({p.setup} if p.setup is not None else set())):
@@ -349,11 +350,13 @@ def build_judge(lab: Any, init_source: str) -> Any:
                                                    metadata={"xlalab": {"setup": True}}))
         elif i in check_index:
             check = lab.checks[check_index[i]]
+            header, _, body = check.source.strip().partition("\n")
             cells.append(nbformat.v4.new_code_cell(
-                source=f"{check.source.rstrip()}\nxlalab.grading.probe.passed({check.check!r})\n",
+                source=f"{header}\nxlalab.grading.probe.judging({check.check!r})\n{body}\n"
+                       f"xlalab.grading.probe.passed({check.check!r})\n",
                 id=f"xlalab-check-{check_index[i]}",
                 metadata={"xlalab": {"check": check.check, "points": check.points, "hidden": check.hidden}}))
         else:
             cells.append(nbformat.v4.new_code_cell(source=cell.source, id=f"given-{i}"))
-    return nbformat.v4.new_notebook(cells=cells, metadata={"kernelspec": dict(assign.KERNELSPEC),
+    return nbformat.v4.new_notebook(cells=cells, metadata={"kernelspec": dict(labformat.KERNELSPEC),
                                                            "xlalab": {"lab": lab.name, "judge": True}})

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from xlalab.grading import assign
+from xlalab.grading import assign, labformat
 
 
 @dataclass
@@ -19,9 +19,9 @@ class Lab:
     source_path: Path
     source: Any
     released: Any
-    checks: list[assign.Check]
-    url: str = assign.REPOSITORY_TOKEN
-    answers: list[assign.Answer] = field(default_factory=list)   # written answers, graded by hand
+    checks: list[labformat.Check]
+    url: str = labformat.REPOSITORY_TOKEN
+    answers: list[labformat.Answer] = field(default_factory=list)   # written answers, graded by hand
 
     @property
     def max_auto(self) -> float:
@@ -55,7 +55,7 @@ def load_lab(lab: str | Path, source: str | Path | None = None) -> Lab:
     """
     path = Path(lab)
     if not (path.suffix == ".ipynb" and path.exists()):
-        name = assign.lab_name(lab)
+        name = labformat.lab_name(lab)
         dirs = [Path(source)] if source else [Path("solutions"), Path(__file__).resolve().parents[2] / "solutions"]
         for d in dirs:
             if (d / f"{name}.ipynb").exists():
@@ -63,10 +63,10 @@ def load_lab(lab: str | Path, source: str | Path | None = None) -> Lab:
                 break
         else:
             raise FileNotFoundError(f"no instructor source for {lab!r} in " + ", ".join(map(str, dirs)))
-    nb = assign.read(path)
-    name = assign.lab_name(path)
+    nb = labformat.read(path)
+    name = labformat.lab_name(path)
     root = _find_config_root(path.resolve().parent)
-    url = assign.repository_url(root) if root else assign.REPOSITORY_TOKEN
+    url = assign.repository_url(root) if root else labformat.REPOSITORY_TOKEN
     released = assign.student_notebook(nb, url, name)
-    return Lab(name, path, nb, released, assign.checks(nb), url, assign.answers(nb))
+    return Lab(name, path, nb, released, labformat.checks(nb), url, labformat.answers(nb))
 

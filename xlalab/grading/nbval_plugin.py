@@ -12,8 +12,11 @@ tests):
   time, with the check id read from the item's cell metadata (``item.cell.metadata.xlalab.check``);
 - ``{"event": "kernel", "pid": pid}`` once the kernel has started (the grader kills it if the run overruns);
 - ``{"event": "result", "cell": n, "check": id|null, "phase": ..., "outcome": ..., "message": ...,
-  "duration": s}`` per phase that did not pass, and for the call phase always (``duration``: seconds the
-  cell ran).
+  "duration": s, "died": {"code": c, "signal": name}|null, "dead_at_start": bool, "timed_out": bool}`` per phase
+  that did not pass, and for the call phase always (``duration``: seconds the cell ran; ``died``: the kernel died
+  while this cell ran, :func:`exit_status`; ``dead_at_start``: the kernel was already dead when the cell was to
+  start; ``timed_out``: the cell reached its timeout, as nbval noted). The grader decides from these fields, never
+  from the message's words.
 
 nbval 0.11 waits for a reply from a dead kernel until the cell timeout. This plugin wraps nbval's
 ``RunningKernel.get_message`` so that it waits in one-second slices and raises :class:`KernelDied` as soon
@@ -58,21 +61,20 @@ _ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 _ERROR_LINE = re.compile(r"^(?:[\w.]+\.)?(\w*(?:Error|Exception|Interrupt|Exit|Failure)\w*|KernelDied)\b.*")
 
 
-def _exit_text(km) -> str:
+def exit_status(km) -> dict[str, Any]:
+    """How the kernel ended, as data: ``{"code": its exit code or None, "signal": the signal's name or None}``."""
     code = None
     try:
         code = km.provisioner.process.returncode  # jupyter_client >= 7 LocalProvisioner
     except AttributeError:
         pass
-    if code is None:
-        return "the kernel died"
-    if code < 0:
+    if code is not None and code < 0:
         try:
             name = signal.Signals(-code).name
         except ValueError:
             name = f"signal {-code}"
-        return f"the kernel died ({name})"
-    return f"the kernel died (exit code {code})"
+        return {"code": None, "signal": name}
+    return {"code": code, "signal": None}
 
 
 def _patch_nbval() -> None:
@@ -82,7 +84,7 @@ def _patch_nbval() -> None:
 
     if getattr(RunningKernel.get_message, "_xlalab_patched", False):
         return
-    RunningKernel.get_message = _watched(RunningKernel.get_message, _exit_text)   # see xlalab.grading.watchdog
+    RunningKernel.get_message = _watched(RunningKernel.get_message, exit_status)   # see xlalab.grading.watchdog
     RunningKernel.execute_cell_input = _watched_execute(RunningKernel.execute_cell_input)
     RunningKernel.stop = _stop
 
@@ -236,13 +238,17 @@ def pytest_runtest_call(item):
         timeout = float(item.config.getoption("nbval_cell_timeout"))
     except (ValueError, TypeError):
         timeout = None
+    item._xlalab_dead_at_start = kernel is not None and not kernel.is_alive()   # nbval's own test, as data
     name = f"cell {getattr(item, 'cell_num', '?')}"
     arm(None if timeout is None or timeout <= 0 else timeout + DRAIN_S + SHUTDOWN_MARGIN_S,
         f"{name} (its timeout, the watchdog's drain and the shutdown margin)")
     WATCH.cell_started(timeout)
+    before = bool(getattr(parent, "timed_out", False))
     try:
         yield
     finally:
+        # nbval sets its notebook's ``timed_out`` when this cell reaches its timeout: the fact, as data
+        item._xlalab_timed_out = not before and bool(getattr(parent, "timed_out", False))
         WATCH.cell_ended()
         arm(SHUTDOWN_MARGIN_S, f"after {name}: the kernel's shutdown and the end of pytest")
 
@@ -273,7 +279,9 @@ def pytest_runtest_makereport(item, call):
     report = outcome.get_result()
     if report.when != "call" and report.passed:
         return
-    message = ""
+    message, died = "", None
+    if call.excinfo is not None and isinstance(call.excinfo.value, KernelDied):
+        died = call.excinfo.value.died
     if call.excinfo is not None and not report.passed:
         try:
             message = failure_message(call.excinfo)
@@ -283,5 +291,9 @@ def pytest_runtest_makereport(item, call):
     _write(item.config, {"event": "result", "cell": getattr(item, "cell_num", None), "check": _check_of(item),
                          "id": cell.get("id") if cell is not None else None,
                          "phase": report.when, "outcome": report.outcome,
-                         "xfail": bool(getattr(report, "wasxfail", False)), "message": message,
+                         "xfail": bool(getattr(report, "wasxfail", False)), "message": message, "died": died,
+                         "dead_at_start": report.when == "call" and not report.passed
+                         and bool(getattr(item, "_xlalab_dead_at_start", False)),
+                         "timed_out": report.when == "call" and not report.passed
+                         and bool(getattr(item, "_xlalab_timed_out", False)),
                          "duration": round(float(getattr(report, "duration", 0.0) or 0.0), 4)})

@@ -65,8 +65,15 @@ MAX_JSON_VALUES = 4 * MAX_NODES + 8 * MAX_CALLS
 class ProbeError(AssertionError):
     """A probe failed: its callable raised, returned something that is not plain data, or never ran.
 
-    An AssertionError, so that the check fails with this message as its reason.
+    An AssertionError, so that the check fails with this message as its reason. ``kind`` says which, as data:
+    ``"missing"`` (the judge has no record of this call: it did not run in the student's notebook),
+    ``"raised"`` (the student's callable raised, or in the judge: the record is that error), ``"refused"`` (not
+    plain data), ``"misuse"`` (``check_rng`` called outside its own check).
     """
+
+    def __init__(self, message: str, kind: str = "refused") -> None:
+        super().__init__(message)
+        self.kind = kind
 
 
 @dataclass
@@ -88,7 +95,8 @@ class _State:
     records: dict[str, list[ProbeRecord]] = field(default_factory=dict)   # replay
     used: dict[str, int] = field(default_factory=dict)
     sources: list[str] | None = None       # replay: the hand-in's code cells
-    verdicts: str | None = None            # replay: the file a check's last line appends its id to
+    verdicts: str | None = None            # replay: the file of verdict records (:func:`passed`, :func:`judging`)
+    judging: str | None = None             # replay: the check the judge is running
     calls: int = 0
 
 
@@ -108,6 +116,7 @@ def configure(mode: str, path: str | None = None, seed: int | None = None, sourc
     _STATE.check, _STATE.check_seed = None, None
     _STATE.records, _STATE.used, _STATE.calls, _STATE.sources = {}, {}, 0, None
     _STATE.verdicts = verdicts if mode == "replay" else None
+    _STATE.judging = None
     if mode == "replay":
         with open(path, "rb") as f:   # type: ignore[arg-type]
             _STATE.records = parse_records(f.read(MAX_RECORDS_BYTES + 1))
@@ -117,13 +126,27 @@ def configure(mode: str, path: str | None = None, seed: int | None = None, sourc
             _STATE.sources = [s for s in data if isinstance(s, str)] if isinstance(data, list) else []
 
 
-def passed(check: str) -> None:
-    """The last line of every check in the judge notebook: the check ran to its end without an error. The grader
-    scores a check only if nbval passed its cell *and* this line ran (so an error the kernel failed to report
-    does not read as a pass)."""
+def _verdict(record: dict[str, Any]) -> None:
+    """Append one verdict record (a JSON line) to the judge's verdicts file."""
     if _STATE.mode == "replay" and _STATE.verdicts:
         with open(_STATE.verdicts, "a", encoding="utf-8") as f:
-            f.write(check + "\n")
+            f.write(json.dumps(record) + "\n")
+
+
+def judging(check: str) -> None:
+    """The first line of every check in the judge notebook (after its header): which check runs, so that a probe
+    the student's notebook never ran is recorded against it (``{"check": id, "missing": probe name}``)."""
+    if _STATE.mode == "replay":
+        _STATE.judging = check
+
+
+def passed(check: str) -> None:
+    """The last line of every check in the judge notebook: the check ran to its end without an error
+    (``{"check": id, "passed": true}``). The grader scores a check only if nbval passed its cell *and* this line
+    ran (so an error the kernel failed to report does not read as a pass)."""
+    _verdict({"check": check, "passed": True})
+    if _STATE.mode == "replay":
+        _STATE.judging = None
 
 
 def mode() -> str:
@@ -151,10 +174,10 @@ def check_rng(check: str):
     if _STATE.mode == "record":
         if _STATE.check is None or _STATE.check_seed is None:
             raise ProbeError(f"check_rng({check!r}) was called outside a check: while grading, a check's random "
-                             "inputs exist only in that check's cell")
+                             "inputs exist only in that check's cell", "misuse")
         if check != _STATE.check:
             raise ProbeError(f"check_rng({check!r}) was called in the check {_STATE.check!r}: a check draws only "
-                             "its own inputs")
+                             "its own inputs", "misuse")
         return np.random.default_rng(_STATE.check_seed)
     if _STATE.seed is None:
         return np.random.default_rng()
@@ -219,11 +242,13 @@ def probe(name: str, fn: Callable[[], Any]) -> Any:
         _STATE.used[name] = n + 1
         got = _STATE.records.get(name, [])
         if n >= len(got):
+            _verdict({"check": _STATE.judging, "missing": name})
             raise ProbeError(f"probe {name!r} did not run in your notebook (was the function it calls deleted or "
-                             "renamed, or did an earlier cell stop the run?)")
+                             "renamed, or did an earlier cell stop the run?)", "missing")
         rec = got[n]
         if rec.error is not None:
-            raise ProbeError(f"probe {name!r}: {rec.error}")
+            _verdict({"check": _STATE.judging, "raised": name})
+            raise ProbeError(f"probe {name!r}: {rec.error}", "raised")
         return rec.value
     try:
         value = to_plain(fn(), name)

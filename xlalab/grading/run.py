@@ -24,7 +24,7 @@ import signal
 import subprocess
 import sys
 import threading
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -114,6 +114,9 @@ class CellResult:
     message: str = ""
     duration: float = 0.0
     xfail: bool = False
+    died: dict[str, Any] | None = None   # the kernel died while this cell ran: {"code": int|None, "signal": str|None}
+    dead_at_start: bool = False           # the kernel was dead before this cell started
+    timed_out: bool = False               # this cell reached its timeout (nbval interrupted it)
 
     @classmethod
     def from_record(cls, rec: dict) -> CellResult | None:
@@ -127,9 +130,17 @@ class CellResult:
 
         cell = rec.get("cell")
         duration = rec.get("duration")
+        died = rec.get("died")
+        if isinstance(died, dict):
+            code, sig = died.get("code"), died.get("signal")
+            died = {"code": code if isinstance(code, int) and not isinstance(code, bool) else None,
+                    "signal": sig[:40] if isinstance(sig, str) else None}
+        else:
+            died = None
         return cls(cell if isinstance(cell, int) else None, text("id"), text("check"), text("phase") or "call",
                    text("outcome") or "failed", text("message") or "",
-                   float(duration) if isinstance(duration, (int, float)) else 0.0, rec.get("xfail") is True)
+                   float(duration) if isinstance(duration, (int, float)) else 0.0, rec.get("xfail") is True,
+                   died, rec.get("dead_at_start") is True, rec.get("timed_out") is True)
 
     @property
     def passed(self) -> bool:
@@ -190,10 +201,11 @@ def read_private(path: Path, limit: int = 64 * 2**20) -> bytes:
 def run_notebook(nb: Any, work: Path, priv: Path, nb_path: Path, *, cell_timeout: float, timeout: float,
                  memory_gb: float, env: Mapping[str, str | None] | None = None,
                  sandbox: sandbox_mod.Sandbox | None = None, records: Path | None = None,
-                 max_tasks: int = sandbox_mod.MAX_TASKS) -> RunOutcome:
+                 max_tasks: int = sandbox_mod.MAX_TASKS, writable: Sequence[Path] = ()) -> RunOutcome:
     """Run a notebook under nbval in its own session (in the jail when ``sandbox`` is on); kill it, its kernel
     and everything it started at ``timeout``. ``nb_path`` lies in ``priv`` (read-only in the jail); ``records``
-    is the probe records file the notebook writes (in ``work``), sent back by the launcher."""
+    is the probe records file the notebook writes (in ``work``), sent back by the launcher; ``writable``: folders
+    bound writable into the jail (the judge's cache of GPU answers; never given to a student's notebook)."""
     box = sandbox or sandbox_mod.Sandbox("none")
     nb_path.write_text(nbformat.writes(nb), encoding="utf-8")
     ini = priv / "pytest.ini"
@@ -208,7 +220,8 @@ def run_notebook(nb: Any, work: Path, priv: Path, nb_path: Path, *, cell_timeout
            "-q", "--tb=line", "-o", "addopts=", "-W", "ignore"]
     if box.on:
         child_env = _apply(sandbox_mod.jail_env(_child_env(None), "/tmp/home"), env)
-        cmd = sandbox_mod.command(box, cmd, readonly=[priv], scratch=[work], cwd=work, env=child_env)
+        cmd = sandbox_mod.command(box, cmd, readonly=[priv], scratch=[work], writable=writable, cwd=work,
+                                  env=child_env)
     else:
         child_env = _child_env(env)
     cgroup, memory_note = sandbox_mod.memory_cgroup(limit)   # the whole jail under --memory-gb, where possible

@@ -37,6 +37,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from xlalab import env as xlalab_env
+
 log = logging.getLogger(__name__)
 
 MODES = ("auto", "bwrap", "none")
@@ -50,7 +52,7 @@ ETC_FILES = ("ld.so.cache", "ld.so.conf", "ld.so.conf.d", "passwd", "group", "ns
 # "TF_" would let TF_TOKEN_<host> or TF_VAR_db_password in).
 ENV_KEEP = ("PATH", "LANG", "LANGUAGE", "TZ", "TERM", "PYTHONHASHSEED", "MPLBACKEND",
             "LC_ALL", "LC_CTYPE", "LC_NUMERIC", "LC_MESSAGES", "LC_COLLATE", "LC_TIME",
-            "XLALAB_PROFILE", "XLALAB_FAKE_GPU",
+            xlalab_env.PROFILE, xlalab_env.FAKE_GPU,
             "TF_CPP_MIN_LOG_LEVEL", "TF_CPP_MAX_VLOG_LEVEL", "TF_XLA_FLAGS", "XLA_FLAGS", "TF_ENABLE_ONEDNN_OPTS",
             "TF_FORCE_GPU_ALLOW_GROWTH", "TF_GPU_ALLOCATOR", "TF_NUM_INTEROP_THREADS", "TF_NUM_INTRAOP_THREADS",
             "TF_DETERMINISTIC_OPS", "TF_USE_LEGACY_KERAS", "KERAS_BACKEND", "KERAS_HOME",
@@ -246,7 +248,7 @@ def host_uid() -> int | None:
     limit is per jail, not shared by jails graded at the same time)."""
     if os.geteuid() != 0:
         return None
-    fixed = os.environ.get("XLALAB_JAIL_HOST_UID")
+    fixed = os.environ.get(xlalab_env.JAIL_HOST_UID)
     return int(fixed) if fixed else JAIL_HOST_UID_BASE + os.getpid()
 
 
@@ -379,7 +381,7 @@ def command(box: Sandbox, argv: list[str], *, writable: Sequence[Path] = (), cwd
         args += ["--ro-bind", str(pkg), str(pkg)]
     # Under XLALAB_FAKE_GPU, xlalab.hlo reads recorded XLA:GPU modules from the repository's tests/data/hlo.
     corpus = package_root() / "tests" / "data" / "hlo"
-    if (os.environ if env is None else env).get("XLALAB_FAKE_GPU") and corpus.is_dir():
+    if (os.environ if env is None else env).get(xlalab_env.FAKE_GPU) and corpus.is_dir():
         args += ["--ro-bind", str(corpus), str(corpus)]
     for sub in ("devices/system/cpu", "devices/system/node", "fs/cgroup"):
         p = Path("/sys") / sub

@@ -6,139 +6,27 @@ student code runs; the student's own run contributes only the probe records and 
 
 from __future__ import annotations
 
+import json
 import re
-from dataclasses import asdict, dataclass, field
-from typing import Any
+from dataclasses import dataclass, field
 
 from xlalab import fmt
-from xlalab.grading import assign
-from xlalab.grading.faults import GRADED, NOT_GRADED, Fault, from_status
+from xlalab.grading import labformat
+from xlalab.grading.faults import GRADED, NOT_GRADED, Fault, FaultKind, not_graded
 from xlalab.grading.lab import Lab
+from xlalab.grading.model import ANSWERED, EMPTY, MISSING, UNCHANGED, AnswerResult, CheckResult, Row
 from xlalab.grading.run import CellResult, RunOutcome
+from xlalab.grading.watchdog import died_text
 
-STATUS_OK = "graded"
+STATUS_OK = GRADED   # the status of a row with nothing to say (the API's old name)
 GRADER_CELLS = ("xlalab-grader-init", "xlalab-judge-init")
 
 
-@dataclass
-class CheckResult:
-    """One check of one submission: passed only if nbval passed its cell in the judge notebook.
-
-    ``message`` is what the student reads (for a failed hidden check, a generic reason: :func:`hidden_message`);
-    ``detail`` the full reason of a failed hidden check, for the instructor only (the class report).
-    """
-
-    check: str
-    points: float
-    hidden: bool
-    passed: bool
-    message: str = ""
-    detail: str = ""
-
-    @property
-    def earned(self) -> float:
-        return self.points if self.passed else 0.0
-
-
-# The states of a written answer; all but "answered" score 0 without the instructor.
-ANSWERED, EMPTY, UNCHANGED, MISSING = "answered", "empty", "unchanged", "missing"
-
-
-@dataclass
-class AnswerResult:
-    """One written answer of one submission, read from the submission by the grader's own process.
-
-    ``earned`` is None until the instructor's points are merged (``xlalab merge-manual``); an empty, unchanged
-    or missing answer scores 0 at once.
-    """
-
-    answer: str
-    points: float
-    state: str
-    text: str = ""
-    earned: float | None = None
-    comment: str = ""
-
-    @property
-    def score(self) -> float:
-        return self.earned or 0.0
-
-
-@dataclass
-class Row:
-    """One student's line of the gradebook, with what the feedback file needs."""
-
-    student: str
-    lab: str
-    maximum: float
-    checks: list[CheckResult] = field(default_factory=list)
-    status: str = STATUS_OK
-    tampering: list[str] = field(default_factory=list)
-    notes: list[str] = field(default_factory=list)      # not tampering: check cells of an earlier release
-    restored: list[str] = field(default_factory=list)
-    cell_errors: list[str] = field(default_factory=list)
-    seconds: float = 0.0
-    submission: str = ""
-    blocked: list[str] = field(default_factory=list)
-    sandbox: str = ""
-    notebook_seconds: float = 0.0   # the run under nbval (pytest start, kernel, cells, teardown)
-    cells_seconds: float = 0.0      # the notebook's own cells (the lab's, the student's, the checks)
-    cpu_seconds: float = 0.0        # CPU time of the run (pytest, kernel; exact when one run at a time)
-    answers: list[AnswerResult] = field(default_factory=list)   # written answers (client side)
-    state: str = GRADED             # GRADED or NOT_GRADED (:mod:`.faults`); ``status`` is the text for people
-    faults: list[Fault] = field(default_factory=list)           # typed: what the class report counts
-
-    @property
-    def auto(self) -> float:
-        """Points of the automatic checks."""
-        return sum(c.earned for c in self.checks)
-
-    @property
-    def manual(self) -> float:
-        """Points of the written answers graded so far (pending ones count 0)."""
-        return sum(a.score for a in self.answers)
-
-    @property
-    def max_auto(self) -> float:
-        return sum(c.points for c in self.checks)
-
-    @property
-    def max_manual(self) -> float:
-        return sum(a.points for a in self.answers)
-
-    @property
-    def pending(self) -> list[str]:
-        """Written answers the instructor has not scored yet."""
-        return [a.answer for a in self.answers if a.earned is None]
-
-    @property
-    def total(self) -> float:
-        return self.auto + self.manual
-
-    def points(self) -> dict[str, float]:
-        return {c.check: c.earned for c in self.checks}
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> Row:
-        known = {k: v for k, v in data.items() if k in cls.__dataclass_fields__}
-        known["checks"] = [CheckResult(**c) for c in known.get("checks", [])]
-        known["answers"] = [AnswerResult(**a) for a in known.get("answers", [])]
-        if "faults" in known:
-            known["faults"] = [f for f in map(Fault.from_dict, known["faults"] or []) if f is not None]
-        row = cls(**known)
-        if "faults" not in data:   # a row an older grader kept: its faults read once from its words
-            row.state, row.faults = from_status(row)
-        return row
-
-
-def zero_row(lab: Lab, student: str, status: str, submission: str = "") -> Row:
-    """A row with 0 points on every check (a submission that was not graded), with the reason."""
+def zero_row(lab: Lab, student: str, why: str, submission: str = "") -> Row:
+    """A row with 0 points on every check (a submission that was not graded), with the reason ``why``."""
     checks = [CheckResult(c.check, c.points, c.hidden, False, "not graded") for c in lab.checks]
-    return Row(student, lab.name, lab.maximum, checks, status=status, submission=submission, state=NOT_GRADED,
-               faults=[Fault("not graded", status.removeprefix("not graded: "))])
+    return Row(student, lab.name, lab.maximum, checks, submission=submission, state=NOT_GRADED,
+               faults=[not_graded(why)])
 
 
 # What the jail refused, read from the errors of the student's cells (only where the error says so).
@@ -183,29 +71,57 @@ def blocked_notes(errors: list[str], *, sandbox_on: bool, memory_gb: float, work
 
 
 
-# What a failed hidden check's feedback may say as is: the grader's own words about the run, which carry nothing of
-# the check (its source, inputs or expected values).
-_RUN_REASONS = re.compile(r"(not judged: .*|not graded: .*|did not run: the lab's setup cell failed.*|"
-                          r"did not run: the grader could not set up.*|did not run: the kernel had died.*|"
-                          r"the judge's cell passed but the check did not reach its end.*)", re.S)
 _KIND = re.compile(r"(?:did not run: )?(?:[A-Za-z_]\w*\.)*([A-Z]\w{0,80}(?:Error|Exception|Interrupt|Exit|Warning))"
                    r"(?::|$)")
 
 
-def hidden_message(message: str) -> str:
-    """What the feedback says about a failed hidden check: the grader's reason when the run itself failed (a
-    time limit, a dead kernel, refused records), else only that it failed and the exception's type. An error
-    message may quote the check's inputs or expected value (an assertion's f-string, or the student's function
-    naming its argument), so it is never shown; the full message is the instructor's (``CheckResult.detail``)."""
+def hidden_message(message: str, *, own: bool = False, cell_timeout: bool = False, missing: bool = False) -> str:
+    """What the feedback says about a failed hidden check: ``message`` as is when it is the grader's own reason
+    about the run (``own``: a time limit, a dead kernel, refused records; they carry nothing of the check), else
+    only that it failed and why in general: its cell ran past its timeout, a probe it calls did not run in the
+    student's notebook (``missing``), or the exception's type (the first word of an error message names it). An
+    error message may quote the check's inputs or expected value (an assertion's f-string, or the student's
+    function naming its argument), so it is never shown; the full message is the instructor's
+    (``CheckResult.detail``)."""
     message = (message or "").strip()
-    if _RUN_REASONS.fullmatch(message):
+    if own:
         return message
-    if "Timeout" in message or "timed out" in message:
+    if cell_timeout:
         return "a hidden check failed: its cell ran past the cell time limit (Timeout)"
-    if "did not run in your notebook" in message:
+    if missing:
         return "a hidden check failed: a probe it calls did not run in your notebook"
     m = _KIND.match(message)
     return f"a hidden check failed: {m.group(1)}" if m else "a hidden check failed"
+
+
+@dataclass
+class Verdicts:
+    """What the judge's kernel recorded (:func:`xlalab.grading.probe.passed`, :func:`~xlalab.grading.probe.judging`),
+    by check id."""
+
+    ended: set[str] = field(default_factory=set)     # checks whose last line ran
+    missing: set[str] = field(default_factory=set)   # checks that asked for a probe the student's notebook never ran
+    raised: set[str] = field(default_factory=set)    # checks that replayed an error of the student's code
+
+    @classmethod
+    def parse(cls, data: bytes) -> Verdicts:
+        """The verdict records (JSON lines); a line that is not one is skipped."""
+        out = cls()
+        for line in data.decode("utf-8", errors="replace").splitlines():
+            try:
+                rec = json.loads(line)
+            except (ValueError, RecursionError):
+                continue
+            check = rec.get("check") if isinstance(rec, dict) else None
+            if not isinstance(check, str):
+                continue
+            if rec.get("passed") is True:
+                out.ended.add(check)
+            if "missing" in rec:
+                out.missing.add(check)
+            if "raised" in rec:
+                out.raised.add(check)
+        return out
 
 
 def _by_check(results: list[CellResult]) -> dict[str, CellResult]:
@@ -218,15 +134,17 @@ def _by_check(results: list[CellResult]) -> dict[str, CellResult]:
 
 
 def _died(results: list[CellResult]) -> str | None:
+    """How the kernel died, from the first result that says it died while its cell ran (data, not words)."""
     for r in results:
-        if "the kernel died" in r.message:
-            died = r.message.replace(" while this cell ran", "")
-            return died.replace("(SIGKILL)", "(SIGKILL: killed, e.g. for using too much memory)")
+        if r.died is not None:
+            if r.died.get("signal") == "SIGKILL":
+                return "the kernel died (SIGKILL: killed, e.g. for using too much memory)"
+            return died_text(r.died)
     return None
 
 
 def _setup_failed(lab: Lab, results: list[CellResult], who: str) -> str | None:
-    setup_id = next((c.get("id") for c in lab.released.cells if assign.xmeta(c).get("setup")), None)
+    setup_id = next((c.get("id") for c in lab.released.cells if labformat.xmeta(c).get("setup")), None)
     for r in results:
         if not r.passed and r.id in GRADER_CELLS:
             return f"the grader could not set up the kernel of {who} ({r.message or 'failed'})"
@@ -235,51 +153,121 @@ def _setup_failed(lab: Lab, results: list[CellResult], who: str) -> str | None:
     return None
 
 
-def _student_message(rec: CellResult | None, outcome: RunOutcome, timeout: float) -> str:
-    """Why a check's cell did not run to its end in the student's kernel, or ""."""
+@dataclass
+class _Why:
+    """Why a check's cell did not run to its end in the student's kernel."""
+
+    text: str = ""            # "" if it did
+    limit: bool = False       # a time limit ended it (its cell's timeout, or the notebook's before it ran)
+    cell_timeout: bool = False   # its own cell reached its timeout
+    dead: bool = False        # the kernel had died in an earlier cell
+
+
+def _student_why(rec: CellResult | None, outcome: RunOutcome, timeout: float) -> _Why:
+    """Why a check's cell did not run to its end in the student's kernel (empty: it did)."""
     if rec is None:
-        return f"the notebook reached the time limit ({timeout:g} s) first" if outcome.timed_out else ""
+        if outcome.timed_out:
+            return _Why(f"the notebook reached the time limit ({timeout:g} s) first", limit=True)
+        return _Why()
     if rec.passed:
-        return ""
-    message = rec.message or rec.outcome
-    if message == "RuntimeError: Kernel dead on test start":
-        return "the kernel had died in an earlier cell"
-    return message   # a cell after a timed-out one (xfail) never gets here: score() says "not graded" first
+        return _Why()
+    if rec.dead_at_start:
+        return _Why("the kernel had died in an earlier cell", dead=True)
+    # a cell after a timed-out one (xfail) never gets here: score() says "not graded" first
+    return _Why(rec.message or rec.outcome, limit=rec.timed_out, cell_timeout=rec.timed_out)
 
 
 def run_faults(lab: Lab, student: RunOutcome, judge: RunOutcome | None, timeout: float,
                records_fault: str | None = None) -> list[Fault]:
-    """The faults of one hand-in's two runs, typed: setup failed, time limit, kernel died, nbval did not run (the
-    student's kernel); probe records refused; the judge could not set up or did not finish."""
+    """The faults of one hand-in's two runs, typed, each named in the status: setup failed, time limit, kernel
+    died, nbval did not run (the student's kernel); probe records refused; the judge could not set up or did not
+    finish."""
     faults: list[Fault] = []
+
+    def add(kind: FaultKind, detail: str) -> None:
+        faults.append(Fault(kind, detail, detail))
+
     setup_failed = _setup_failed(lab, student.results, "your notebook")
     if setup_failed:
-        faults.append(Fault("setup failed", setup_failed))
+        add(FaultKind.SETUP_FAILED, setup_failed)
     if student.timed_out:
-        faults.append(Fault("time limit", f"time limit {timeout:g} s reached"))
+        add(FaultKind.TIME_LIMIT, f"time limit {timeout:g} s reached")
     elif student.stuck:
-        faults.append(Fault("time limit", f"the run was ended: it did not finish {student.stuck} within its cell "
-                                          "timeout and the shutdown margin"))
+        add(FaultKind.TIME_LIMIT, f"the run was ended: it did not finish {student.stuck} within its cell timeout "
+                                  "and the shutdown margin")
     died = _died(student.results)
     if died:
-        faults.append(Fault("kernel died", died))
+        add(FaultKind.KERNEL_DIED, died)
     if not student.ran and not student.timed_out:
-        faults.append(Fault("setup failed", "nbval did not run (see the grader log)"))
+        add(FaultKind.SETUP_FAILED, "nbval did not run (see the grader log)")
     if records_fault:
-        faults.append(Fault("records refused", f"probe records refused: {records_fault}"))
+        add(FaultKind.RECORDS_REFUSED, f"probe records refused: {records_fault}")
     if judge is not None:
         judge_failed = _setup_failed(lab, judge.results, "the judge")
         if judge_failed:
-            faults.append(Fault("judge failed", judge_failed))
+            add(FaultKind.JUDGE_FAILED, judge_failed)
         if judge.timed_out or judge.stuck or _died(judge.results):
-            faults.append(Fault("judge failed", "the judge did not finish (" + (_died(judge.results) or "time limit")
-                                + ")"))
+            add(FaultKind.JUDGE_FAILED, "the judge did not finish (" + (_died(judge.results) or "time limit") + ")")
     return faults
 
 
+@dataclass
+class Scored:
+    """What :func:`score` makes of one hand-in's two runs."""
+
+    checks: list[CheckResult]
+    """One result per check of the lab (the judge's verdicts)."""
+    cell_errors: list[str]
+    """Errors of the student's other cells (at most 10)."""
+    faults: list[Fault]
+    """The runs' faults (:func:`run_faults`), each named in the row's status."""
+
+
+def _check_result(check: labformat.Check, rec: CellResult | None, mine: CellResult | None, student: RunOutcome,
+                  judge: RunOutcome | None, verdicts: Verdicts, timeout: float, records_fault: str | None,
+                  setup_failed: str | None, judge_failed: str | None) -> CheckResult:
+    """One check's result: passed only if the judge passed its cell and its last line ran; else why, typed."""
+    # nbval runs the cells after a timed-out one in the interrupted kernel, expecting them to fail (xfail): what
+    # they record depends on how far the interrupted cell got and on the machine's speed, so they never score.
+    after_timeout = mine is not None and mine.xfail
+    passed = bool(rec is not None and rec.phase == "call" and rec.passed and check.check in verdicts.ended
+                  and not after_timeout)
+    why = _student_why(mine, student, timeout)
+    own, limit, cell_timeout, missing = True, False, False, False
+    if passed:
+        message = ""
+    elif records_fault:
+        message = f"not judged: {records_fault}"
+    elif setup_failed:
+        message = f"did not run: {setup_failed}"
+    elif after_timeout:
+        message, limit = "not graded: an earlier cell timed out", True
+    elif judge_failed:
+        message = f"not judged: {judge_failed}"
+    elif rec is None:
+        if judge is not None and judge.timed_out:
+            message, limit = f"not judged: the judge reached the time limit ({timeout:g} s)", True
+        else:
+            message = "not judged: the judge did not reach this check"
+    elif rec.passed:
+        message = "the judge's cell passed but the check did not reach its end (its error was not reported)"
+    elif why.text and (check.check in verdicts.missing or (check.check in verdicts.raised and why.cell_timeout)):
+        # the judge failed for want of what the student's run never recorded: say why it did not
+        message = why.text if why.cell_timeout else f"did not run: {why.text}"
+        own, limit, cell_timeout = why.dead, why.limit, why.cell_timeout
+    else:
+        message, own = rec.message or rec.outcome, False
+        limit = cell_timeout = rec.timed_out
+        missing = check.check in verdicts.missing
+    detail = ""
+    if check.hidden and not passed:
+        message, detail = hidden_message(message, own=own, cell_timeout=cell_timeout, missing=missing), message
+    return CheckResult(check.check, check.points, check.hidden, passed, message, detail, timed_out=limit)
+
+
 def score(lab: Lab, student: RunOutcome, judge: RunOutcome | None, timeout: float,
-          records_fault: str | None = None) -> tuple[list[CheckResult], list[str], str]:
-    """Per-check results (the judge's verdicts), errors of the student's other cells, and the status.
+          records_fault: str | None = None) -> Scored:
+    """Per-check results (the judge's verdicts), errors of the student's other cells, and the runs' faults.
 
     ``judge`` is None when the probe records were refused (``records_fault`` says why): every check fails with
     that reason.
@@ -291,42 +279,11 @@ def score(lab: Lab, student: RunOutcome, judge: RunOutcome | None, timeout: floa
     setup_failed = _setup_failed(lab, student.results, "your notebook")
     judge_failed = _setup_failed(lab, judge.results, "the judge") if judge is not None else None
     # The checks whose last line ran in the judge (xlalab.grading.probe.passed): nbval's pass alone is not enough.
-    ended = set(judge.records.decode("utf-8", errors="replace").split()) if judge is not None else set()
-    checks = []
-    for check in lab.checks:
-        rec = judged.get(check.check)
-        mine = in_student.get(check.check)
-        # nbval runs the cells after a timed-out one in the interrupted kernel, expecting them to fail (xfail): what
-        # they record depends on how far the interrupted cell got and on the machine's speed, so they never score.
-        after_timeout = mine is not None and mine.xfail
-        passed = bool(rec is not None and rec.phase == "call" and rec.passed and check.check in ended
-                      and not after_timeout)
-        why = _student_message(mine, student, timeout)
-        if passed:
-            message = ""
-        elif records_fault:
-            message = f"not judged: {records_fault}"
-        elif setup_failed:
-            message = f"did not run: {setup_failed}"
-        elif after_timeout:
-            message = "not graded: an earlier cell timed out"
-        elif judge_failed:
-            message = f"not judged: {judge_failed}"
-        elif rec is None:
-            if judge is not None and judge.timed_out:
-                message = f"not judged: the judge reached the time limit ({timeout:g} s)"
-            else:
-                message = "not judged: the judge did not reach this check"
-        elif rec.passed:
-            message = "the judge's cell passed but the check did not reach its end (its error was not reported)"
-        else:
-            message = rec.message or rec.outcome
-            if why and ("did not run in your notebook" in message or
-                        ("KeyboardInterrupt" in message and "Timeout" in why)):
-                message = why if "Timeout" in why else f"did not run: {why}"
-        detail = ""
-        if check.hidden and not passed:
-            message, detail = hidden_message(message), message
-        checks.append(CheckResult(check.check, check.points, check.hidden, passed, message, detail))
-    status = "; ".join([STATUS_OK] + [f.detail for f in run_faults(lab, student, judge, timeout, records_fault)])
-    return checks, other_errors[:10], status
+    verdicts = Verdicts.parse(judge.records) if judge is not None else Verdicts()
+    checks = [_check_result(check, judged.get(check.check), in_student.get(check.check), student, judge, verdicts,
+                            timeout, records_fault, setup_failed, judge_failed) for check in lab.checks]
+    return Scored(checks, other_errors[:10], run_faults(lab, student, judge, timeout, records_fault))
+
+
+__all__ = ["ANSWERED", "EMPTY", "GRADER_CELLS", "MISSING", "STATUS_OK", "UNCHANGED", "AnswerResult", "CheckResult",
+           "Row", "Scored", "Verdicts", "blocked_notes", "hidden_message", "run_faults", "score", "zero_row"]

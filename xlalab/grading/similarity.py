@@ -33,12 +33,13 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from xlalab import options
 from xlalab.files import atomic_write
-from xlalab.grading import assign
+from xlalab.grading import labformat
 from xlalab.grading.lab import Lab
+from xlalab.grading.model import ANSWERED
 from xlalab.grading.notebook import parse_header
-from xlalab.grading.score import ANSWERED
+from xlalab.grading.options import DEFAULT_THRESHOLD
+from xlalab.grading.submissions import HandIn, Unreadable
 
 # Why 0.6: copydetect replaces every identifier, string and comment, so a copy with renamed variables, new comments
 # and moved cells scores close to 1 (1.00 on code, 0.84 on the written answer in tests/test_classreport.py), while
@@ -48,7 +49,7 @@ from xlalab.grading.score import ANSWERED
 # Measured on Labs 1 to 4 (tests/data/similarity/, results/grading/similarity-calibration.json): 88 pairs of
 # independently written solutions score at most 0.43 on code fingerprints, 12 disguised copies of the reference at
 # least 0.72 (0.60 between two copies).
-DEFAULT_THRESHOLD = options.DEFAULT_THRESHOLD   # 0.6, the default of --similarity-threshold
+# DEFAULT_THRESHOLD (0.6, the default of --similarity-threshold) is defined in xlalab.grading.options.
 # The ordered code signal (:func:`skeleton`, :func:`ordered_overlap`) flags a pair only from this score (or the
 # threshold, if higher). Independent solutions of the same exercises follow the order the lab asks for and call
 # the same library functions, so their skeletons agree far more than their text: 0.53 to 0.84 on those 88 pairs
@@ -128,7 +129,7 @@ def _state(text: str) -> str:
     """answered, empty or unchanged (the released box), as :mod:`.answers` decides."""
     from xlalab.grading.answers import _result
 
-    return _result(assign.Answer("", 0, "", "", "", 0), text).state
+    return _result(labformat.Answer("", 0, "", "", "", 0), text).state
 
 
 def _released_lines(lab: Lab) -> set[str]:
@@ -140,7 +141,7 @@ def own_of(lab: Lab, student: str, nb: Any) -> Own:
     """The student's own code cells and written answers in a parsed submission (dict or NotebookNode)."""
     cells = nb.get("cells", []) if isinstance(nb, dict) else []
     released_code = {_src(c).strip() for c in lab.released.cells if c.get("cell_type") == "code"}
-    check_cell_ids = {c.get("id") for c in lab.released.cells if assign.xmeta(c).get("check")}
+    check_cell_ids = {c.get("id") for c in lab.released.cells if labformat.xmeta(c).get("check")}
     check_ids = {c.check for c in lab.checks}
     starter = _released_lines(lab)
     answer_cells = {a.cell_id: a.answer for a in lab.answers if a.cell_id}
@@ -157,14 +158,15 @@ def own_of(lab: Lab, student: str, nb: Any) -> Own:
             continue
         src = _src(cell)
         if cell.get("cell_type") == "markdown":
-            question = answer_cells.get(cell.get("id", "")) or assign.xmeta(cell).get("answer")
+            question = answer_cells.get(cell.get("id", "")) or labformat.xmeta(cell).get("answer")
             if question in answer_ids and _state(src) == ANSWERED:
                 own.answers.append((str(question), _norm_text(src)))
             continue
         if cell.get("cell_type") != "code" or not src.strip() or src.strip() in released_code:
             continue
         header = parse_header(src)
-        if cell.get("id") in check_cell_ids or assign.xmeta(cell).get("check") or (header and header[0] in check_ids):
+        if (cell.get("id") in check_cell_ids or labformat.xmeta(cell).get("check")
+                or (header and header[0] in check_ids)):
             continue
         norm = normal_code(src, ids)
         kept = "\n".join(line for line in norm.splitlines() if line.strip() not in starter).strip("\n")
@@ -187,18 +189,17 @@ def _cut(parts: list[tuple[str, str]]) -> list[tuple[str, str]]:
     return out
 
 
-def collect(lab: Lab, student: str, path: str | Path) -> Own:
-    """:func:`own_of` the submission file ``path``; an unreadable file has nothing of its own."""
-    from xlalab.grading.submissions import Unreadable, parse_json, read_handin
-
-    try:   # the same reader as grading: regular files only, no links, FIFOs or devices, size-capped
-        nb = parse_json(read_handin(path))
+def collect(lab: Lab, handin: HandIn) -> Own:
+    """:func:`own_of` a hand-in (read once, by the same reader as grading: :class:`~xlalab.grading.submissions.
+    HandIn`); an unreadable file has nothing of its own."""
+    try:
+        nb = handin.json()
     except Unreadable:
         nb = {}
     try:
-        return own_of(lab, student, nb if isinstance(nb, dict) else {})
+        return own_of(lab, handin.student, nb if isinstance(nb, dict) else {})
     except Exception:  # noqa: BLE001  (a hand-in of odd shape has nothing to compare; its grading row says why)
-        return own_of(lab, student, {})
+        return own_of(lab, handin.student, {})
 
 
 # -- keeping what was read, next to the grader's rows ------------------------------------------------------------

@@ -179,12 +179,45 @@ def _without_surrogates(data: Any) -> Any:
     return root[0]
 
 
+@dataclass(frozen=True)
+class HandIn:
+    """One student's hand-in, read once by the grading client before any student code of the run starts: what
+    the written answers (:func:`xlalab.grading.answers.collect`), the similarity (:func:`xlalab.grading.similarity.
+    collect`) and the engine (shipped to its worker, :func:`xlalab.grading.task.grade_one`) all use."""
+
+    student: str
+    """The student's name."""
+    path: Path
+    """Where it was read (what the row names as the submission)."""
+    raw: bytes | None = None
+    """Its bytes (:func:`read_handin`: a regular file, no link, size-capped), or None if it could not be read."""
+    error: str = ""
+    """Why it could not be read (a reason a student understands), else ""."""
+
+    @classmethod
+    def read(cls, student: str, path: str | Path) -> HandIn:
+        """Read ``path`` once; an unreadable file becomes a hand-in that says why."""
+        try:
+            return cls(student, Path(path), read_handin(path))
+        except Unreadable as err:
+            return cls(student, Path(path), None, str(err))
+
+    def json(self) -> Any:
+        """Its JSON (:func:`parse_json`); raise :class:`Unreadable` with the reason."""
+        if self.raw is None:
+            raise Unreadable(self.error)
+        return parse_json(self.raw)
+
+
 def read_submission(path: Path, lab: Lab, flags: list[str] | None = None) -> Any:
-    """Parse a submission notebook; raise Unreadable with a reason a student understands. A hand-in that is a
-    source file is refused (:func:`guard_sources`); one whose bytes equal a source notebook's is graded and
-    flagged: a line is added to ``flags``."""
+    """Read and parse a submission notebook (:func:`submission_of`); raise Unreadable with the reason."""
+    return submission_of(read_handin(path), lab, flags)
+
+
+def submission_of(raw: bytes, lab: Lab, flags: list[str] | None = None) -> Any:
+    """Parse a hand-in's bytes as a notebook of ``lab``; raise Unreadable with a reason a student understands.
+    One whose bytes equal a source notebook's is graded and flagged: a line is added to ``flags``."""
     guard_sources(lab)
-    raw = read_handin(path)
     copied = copy_of_source(raw)
     if copied and flags is not None:
         flags.append(f"the hand-in is byte for byte the instructor's source {copied}")

@@ -39,8 +39,22 @@ SHUTDOWN_MARGIN_S = 20.0
 STOP_CHANNELS_S = 5.0
 
 
+def died_text(died: dict[str, Any]) -> str:
+    """How a dead kernel is worded from the data :func:`xlalab.grading.nbval_plugin.exit_status` gives:
+    ``{"code": exit code or None, "signal": signal name or None}``."""
+    if died.get("signal"):
+        return f"the kernel died ({died['signal']})"
+    if died.get("code") is not None:
+        return f"the kernel died (exit code {died['code']})"
+    return "the kernel died"
+
+
 class KernelDied(RuntimeError):
-    """The kernel process exited while nbval waited for it."""
+    """The kernel process exited while nbval waited for it; ``died`` says how (see :func:`died_text`)."""
+
+    def __init__(self, died: dict[str, Any]) -> None:
+        super().__init__(died_text(died) + " while this cell ran")
+        self.died = dict(died)
 
 
 class Watch:
@@ -71,9 +85,10 @@ def _dead(kernel: Any) -> bool:
     return km is not None and not km.is_alive()
 
 
-def wrap(original: Callable[..., Any], exit_text: Callable[[Any], str], watch: Watch = WATCH) -> Callable[..., Any]:
-    """nbval's ``RunningKernel.get_message`` watched as the module docstring says; ``exit_text(km)`` words the
-    kernel's death."""
+def wrap(original: Callable[..., Any], exit_status: Callable[[Any], dict[str, Any]],
+         watch: Watch = WATCH) -> Callable[..., Any]:
+    """nbval's ``RunningKernel.get_message`` watched as the module docstring says; ``exit_status(km)`` says how
+    the kernel died, as data (:func:`died_text`)."""
 
     def get_message(self, stream, timeout=None):
         deadline = None if timeout is None else time.monotonic() + timeout
@@ -82,7 +97,7 @@ def wrap(original: Callable[..., Any], exit_text: Callable[[Any], str], watch: W
             if now - watch.looked >= LOOK_S:
                 watch.looked = now
                 if _dead(self):
-                    raise KernelDied(exit_text(self.km) + " while this cell ran")
+                    raise KernelDied(exit_status(self.km))
             if watch.past_deadline(now):
                 raise Empty
             step = 1.0 if deadline is None else max(0.0, min(1.0, deadline - now))
@@ -90,7 +105,7 @@ def wrap(original: Callable[..., Any], exit_text: Callable[[Any], str], watch: W
                 msg = original(self, stream, timeout=step)
             except Empty:
                 if _dead(self):
-                    raise KernelDied(exit_text(self.km) + " while this cell ran") from None
+                    raise KernelDied(exit_status(self.km)) from None
                 if deadline is not None and time.monotonic() >= deadline:
                     raise
                 continue

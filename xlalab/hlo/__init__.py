@@ -13,9 +13,8 @@ The package's modules: ``parser`` (shapes, instructions, modules), ``source`` (H
 (``matrix_ops``), ``dumps`` (per-pass dumps), ``graph`` (``draw``), ``memory`` (``peak_live_bytes``),
 ``flops``, ``pipeline`` (``passes``: the module after every pass that changed it), ``viewer``
 (``flipbook``: those frames stepped through in one HTML block), and ``census`` (kernel and fusion counts of
-five functions per TensorFlow version). Every public name is re-exported here;
-``xlalab.hlo_draw``, ``xlalab.hlo_memory`` and ``xlalab.flops`` remain importable as the same modules as
-``graph``, ``memory`` and ``flops``.
+five functions per TensorFlow version). Every public name is re-exported here. The older
+``xlalab.hlo_memory`` and ``xlalab.flops`` still import, with a ``DeprecationWarning``, for one term.
 
 What :func:`summary` counts (a launch, its bytes, per step) is defined once, in :mod:`xlalab.hlo.launches`.
 

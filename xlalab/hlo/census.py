@@ -5,7 +5,7 @@ norm, matmul + bias + ReLU, one ResNet basic block, forward, at fixed shapes) an
 kernels and fusions with :func:`xlalab.hlo.summary`. :func:`record` adds that census to a JSON file under the
 version and backend (``make test-compat`` records every TensorFlow it tests into ``results/compat/fusion.json``);
 :func:`table` turns the file into the Markdown table of the fusion chapter, marking where a release changed a
-count. Run ``python -m xlalab.hlo.census --record results/compat/fusion.json`` in a venv to add its version.
+count. Run ``xlalab hlo-census --record results/compat/fusion.json`` in a venv to add its version.
 """
 
 from __future__ import annotations
@@ -13,7 +13,6 @@ from __future__ import annotations
 import json
 import os
 import platform
-import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -109,14 +108,32 @@ def _version_key(key: str) -> tuple:
     return backend, tuple(int(p) if p.isdigit() else p for p in version.replace("-", ".").split("."))
 
 
+def cell(got: dict[str, Any]) -> str:
+    """A census entry as the table prints it: kernels, then fusions with their kinds, e.g.
+    ``"4 (4 = 2 kCustom + 2 kLoop)"``; ``"8 (6)"`` where the entry records no kinds."""
+    kinds = " + ".join(f"{n} {kind}" for kind, n in sorted(got.get("fusions_by_kind", {}).items()))
+    return f"{got['kernels']} ({got['fusions']} = {kinds})" if kinds else f"{got['kernels']} ({got['fusions']})"
+
+
+def kind_changes(a: dict[str, Any], b: dict[str, Any]) -> str:
+    """What changed from census entry ``a`` to ``b`` of one function, kind by kind (``"kCustom 0 → 2"``)."""
+    ka, kb = a.get("fusions_by_kind", {}), b.get("fusions_by_kind", {})
+    out = [f"{k} {ka.get(k, 0)} → {kb.get(k, 0)}" for k in sorted(set(ka) | set(kb)) if ka.get(k, 0) != kb.get(k, 0)]
+    return ", ".join(out) or "the same fusions"
+
+
+def _runs(path: str | os.PathLike) -> dict[str, Any]:
+    path = Path(path)
+    return json.loads(path.read_text()).get("runs", {}) if path.exists() else {}
+
+
 def table(path: str | os.PathLike) -> str:
     """The Markdown table of a census file: one row per function, one column per recorded TensorFlow and
-    backend, each cell ``kernels (fusions)``; a cell is bold where it differs from the previous version's on the
-    same backend. ``""`` if the file does not exist."""
-    path = Path(path)
-    if not path.exists():
+    backend, each cell :func:`cell` (kernels, fusions and their kinds); a cell is bold where it differs from the
+    previous version's on the same backend. ``""`` if the file does not exist."""
+    runs = _runs(path)
+    if not runs:
         return ""
-    runs = json.loads(path.read_text()).get("runs", {})
     keys = sorted(runs, key=_version_key)
     head = "| function | " + " | ".join(f"TF {k.split(' ')[0]}, {k.split(' ', 1)[1]}" for k in keys) + " |"
     lines = [head, "|---|" + "---|" * len(keys)]
@@ -127,27 +144,24 @@ def table(path: str | os.PathLike) -> str:
             if got is None:
                 cells.append("—")
                 continue
-            cell = f"{got['kernels']} ({got['fusions']})"
             prev = next((runs[p]["functions"].get(name) for p in reversed(keys[:i])
                          if p.split(" ", 1)[1] == k.split(" ", 1)[1]), None)
-            changed = prev is not None and (prev["kernels"], prev["fusions"]) != (got["kernels"], got["fusions"])
-            cells.append(f"**{cell}**" if changed else cell)
+            changed = prev is not None and cell(prev) != cell(got)
+            cells.append(f"**{cell(got)}**" if changed else cell(got))
         lines.append(f"| {name} | " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
 
 
 def changes(path: str | os.PathLike) -> list[tuple[str, str, str]]:
-    """``(function, from key, to key)`` wherever consecutive recorded versions on one backend differ."""
-    path = Path(path)
-    runs = json.loads(path.read_text()).get("runs", {}) if path.exists() else {}
+    """``(function, from key, to key)`` wherever consecutive recorded versions on one backend differ in
+    :func:`cell` (kernels, fusions or their kinds)."""
+    runs = _runs(path)
     keys = sorted(runs, key=_version_key)
     out = []
-    for a, b in zip(keys, keys[1:]):
-        if a.split(" ", 1)[1] != b.split(" ", 1)[1]:
-            continue
-        for name in FUNCTIONS:
+    for name in FUNCTIONS:     # by function, then by version, as the table reads
+        for a, b in zip(keys, keys[1:]):
             x, y = runs[a]["functions"].get(name), runs[b]["functions"].get(name)
-            if x and y and (x["kernels"], x["fusions"]) != (y["kernels"], y["fusions"]):
+            if a.split(" ", 1)[1] == b.split(" ", 1)[1] and x and y and cell(x) != cell(y):
                 out.append((name, a, b))
     return out
 
@@ -157,15 +171,3 @@ def run(args: Any) -> int:
     c = record(args.record) if args.record else census()
     print(json.dumps(c, indent=1, sort_keys=True))
     return 0
-
-
-def main(argv: list[str] | None = None) -> int:
-    """``python -m xlalab.hlo.census``, the older form of ``xlalab hlo-census``."""
-    from xlalab import cli
-
-    print("note: `python -m xlalab.hlo.census` is now `xlalab hlo-census`; this form keeps working", file=sys.stderr)
-    return cli.main(["hlo-census", *(sys.argv[1:] if argv is None else argv)])
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

@@ -402,11 +402,19 @@ def compile_with_dump(hlo: str, target_name: str, directory: str | os.PathLike, 
     return _build(t.name, answer["jobs"][0], result), log
 
 
+def as_jit(fn: Callable) -> Any:
+    """Return ``fn`` as a ``tf.function(jit_compile=True)``; a plain or non-jit function is wrapped."""
+    import tensorflow as tf
+
+    if getattr(fn, "_jit_compile", None) is True and hasattr(fn, "experimental_get_compiler_ir"):
+        return fn
+    python_fn = getattr(fn, "python_function", fn)
+    return tf.function(python_fn, jit_compile=True)
+
+
 def tf_hlo(fn: Callable, *args: Any) -> str:
     """TensorFlow's HLO of ``fn(*args)`` before XLA's passes, computed in this (TensorFlow's) process."""
-    from .source import hlo_text
-
-    return hlo_text(fn, *args, stage="hlo")
+    return as_jit(fn).experimental_get_compiler_ir(*args)(stage="hlo")
 
 
 ON_DEVICE = "run on this machine's GPU by TensorFlow (autotuned)"
@@ -431,9 +439,7 @@ def _on_device(fn: Callable, args: Sequence[Any], name: str) -> GpuCompiled:
 
     from xlalab.hw import GPU_PEAKS
 
-    from .source import hlo_text
-
-    text = hlo_text(fn, *args, stage="optimized_hlo")
+    text = as_jit(fn).experimental_get_compiler_ir(*args)(stage="optimized_hlo")   # TensorFlow's own, never faked
     module = parse(text)
     peaks = GPU_PEAKS[name]
     return GpuCompiled(target=name, device=name, text=text, module=module, kernels=kernels_of(module, peaks),
@@ -579,6 +585,6 @@ def run(opts: Any) -> int:
 
 
 __all__ = ["AUTOTUNING", "EXTRA", "GpuCompileError", "GpuCompileFailed", "GpuCompileMissing", "GpuCompileTimeout",
-           "GpuCompiled", "Kernel", "ON_DEVICE", "Target", "UnknownTarget", "compile_hlo", "compile_jobs",
+           "GpuCompiled", "as_jit", "Kernel", "ON_DEVICE", "Target", "UnknownTarget", "compile_hlo", "compile_jobs",
            "compile_tf", "compile_with_dump", "header", "kernels_of", "local_gpu_target", "missing_packages",
            "private_api_check", "program_hlo", "report", "run", "target", "targets", "tf_hlo", "worker_env"]

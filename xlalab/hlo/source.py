@@ -7,6 +7,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from xlalab import env
+
+from .gpu_compile import as_jit
 from .matrix import matrix_ops
 from .parser import Module
 
@@ -15,7 +18,7 @@ from .parser import Module
 
 STAGES = ("hlo", "optimized_hlo", "optimized_hlo_dot", "stablehlo")
 _STAGE_ALIASES = {"dot": "optimized_hlo_dot", "graph": "optimized_hlo_dot", "before": "hlo", "after": "optimized_hlo"}
-FAKE_GPU_ENV = "XLALAB_FAKE_GPU"
+FAKE_GPU_ENV = env.FAKE_GPU
 CORPUS_DIR = Path(__file__).resolve().parents[2] / "tests" / "data" / "hlo"
 # Recorded XLA:GPU modules (files of CORPUS_DIR, sources in its README) standing in for a GPU compile.
 FAKE_GPU_MODULES = {
@@ -23,16 +26,6 @@ FAKE_GPU_MODULES = {
     "gemm": "gpu_cublas_gemm.txt",
     "elementwise": "gpu_loop_fusion.txt",
 }
-
-
-def as_jit(fn: Callable) -> Any:
-    """Return ``fn`` as a ``tf.function(jit_compile=True)``; a plain or non-jit function is wrapped."""
-    import tensorflow as tf
-
-    if getattr(fn, "_jit_compile", None) is True and hasattr(fn, "experimental_get_compiler_ir"):
-        return fn
-    python_fn = getattr(fn, "python_function", fn)
-    return tf.function(python_fn, jit_compile=True)
 
 
 def fake_gpu_module(category: str) -> str:
@@ -46,7 +39,7 @@ def fake_gpu_module(category: str) -> str:
         raise ValueError(f"category={category!r}; expected one of {tuple(FAKE_GPU_MODULES)}")
     # The corpus lives in the repository, next to the package (an installed copy looks in the working
     # directory and its parents, or in $XLALAB_HLO_CORPUS).
-    places = [Path(os.environ["XLALAB_HLO_CORPUS"])] if os.environ.get("XLALAB_HLO_CORPUS") else []
+    places = [Path(os.environ[env.HLO_CORPUS])] if os.environ.get(env.HLO_CORPUS) else []
     places += [CORPUS_DIR] + [d / "tests" / "data" / "hlo" for d in (Path.cwd(), *Path.cwd().parents)]
     for directory in places:
         path = directory / FAKE_GPU_MODULES[category]

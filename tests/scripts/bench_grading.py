@@ -4,14 +4,15 @@ reached by its scheduler address; report submissions per minute and the grader's
 beyond the notebook's own cells (the run under nbval, minus the time its cells ran: pytest and kernel start,
 the grader's two cells, the sandbox, building the notebook, scoring, the gradebook).
 
-    PYTHONPATH=. python tests/bench_grading.py                       # the sample lab (NumPy only), 40 hand-ins
-    PYTHONPATH=. XLALAB_PROFILE=tiny python tests/bench_grading.py --lab lab01_timing --copies 20
-    PYTHONPATH=. XLALAB_PROFILE=tiny python tests/bench_grading.py --lab lab01_timing --copies 2 \
+    PYTHONPATH=. python tests/scripts/bench_grading.py                       # the sample lab (NumPy only), 40 hand-ins
+    PYTHONPATH=. XLALAB_PROFILE=tiny python tests/scripts/bench_grading.py --lab lab01_timing --copies 20
+    PYTHONPATH=. XLALAB_PROFILE=tiny python tests/scripts/bench_grading.py --lab lab01_timing --copies 2 \
         --compare-with /path/to/older/checkout --rounds 3     # serial, interleaved: older, this, older, this ...
 
 ``--compare-with`` grades the same hand-ins serially with an older checkout of the repository (its own
-``tests/bench_grading.py``, its ``xlalab`` first on ``PYTHONPATH``) and with this one, alternating, and reports the
-seconds per hand-in of each round, their medians and the ratio, with the machine's 1-minute load at each round.
+``tests/scripts/bench_grading.py``, or ``tests/bench_grading.py`` where it is older, its ``xlalab`` first on
+``PYTHONPATH``) and with this one, alternating, and reports the seconds per hand-in of each round, their medians
+and the ratio, with the machine's 1-minute load at each round.
 
 Writes a JSON summary with ``--json PATH``.
 """
@@ -29,14 +30,15 @@ import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))   # tests/: helpers and scripts import from there
 
-from xlalab import grade
 from xlalab.grading import sandbox
+from xlalab.grading.cli import grade_submissions
+from xlalab.grading.options import GradeOptions
 
 from helpers import SAMPLE, answered, make_lab_root, released
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 
 
 def handins(lab: str | None, copies: int, root: Path) -> tuple[Path, Path]:
@@ -60,8 +62,9 @@ def handins(lab: str | None, copies: int, root: Path) -> tuple[Path, Path]:
 
 def measure(name: str, source: Path, subs: Path, out: Path, box: str, **kw) -> dict:
     start = time.monotonic()
-    rows = grade.grade_submissions(source, [subs], out, sandbox=box, cell_timeout=600, timeout=1800,
-                                   memory_gb=8, quiet=True, **kw)
+    rows = grade_submissions(source, [subs],
+                                   GradeOptions(out=str(out), sandbox=box, cell_timeout=600, timeout=1800, memory_gb=8,
+                                                **kw), quiet=True)
     wall = time.monotonic() - start
     overhead = [r.seconds - r.cells_seconds for r in rows]
     result = {
@@ -141,7 +144,9 @@ def compare(args: argparse.Namespace) -> int:
         for name, tree in trees.items():
             out = Path(tempfile.mkdtemp(prefix="xlalab-bench-cmp-")) / "r.json"
             env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tree), os.environ.get("PYTHONPATH", "")])}
-            cmd = [sys.executable, str(tree / "tests" / "bench_grading.py"), "--copies", str(args.copies),
+            places = (tree / "tests" / "scripts" / "bench_grading.py", tree / "tests" / "bench_grading.py")
+            script = next(p for p in places if p.exists())   # an older checkout has it in tests/
+            cmd = [sys.executable, str(script), "--copies", str(args.copies),
                    "--engines", "serial", "--sandbox", args.sandbox, "--json", str(out)]
             if args.lab:
                 cmd += ["--lab", args.lab]

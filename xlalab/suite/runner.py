@@ -1,7 +1,6 @@
 """The workload suite: every workload in every execution mode, checked, timed, placed on the roofline.
 
-``xlalab suite [--profile cpu|gpu|tiny] [--only gemv,fusion,resnet,transformer] [--out results/NAME.json]`` (formerly
-``python -m xlalab.suite``, which still works)
+``xlalab suite [--profile cpu|gpu|tiny] [--only gemv,fusion,resnet,transformer] [--out results/NAME.json]``
 
 For each case of each workload (:mod:`xlalab.workloads`) the suite builds the step in every mode
 (``eager``, ``graph``, ``xla``, ``xla_mixed``, ``autocluster``, and ``numpy`` for GEMV), times its first
@@ -11,14 +10,12 @@ wrong answer is reported as wrong and not timed), then times the correct modes i
 started with ``TF_XLA_FLAGS="--tf_xla_auto_jit=2 --tf_xla_cpu_global_jit"``; its speedup is against the
 parent's graph-mode samples (not interleaved, and marked so).
 
-The JSON it writes has ``hardware`` (:func:`xlalab.hw.summary` plus measured ceilings), ``versions`` and
-``results`` (one dict per workload, case and mode, with at least :data:`RESULT_KEYS`); the book reads
-every ``results/*.json`` through :func:`load_results`.
+The document it writes is described in :mod:`xlalab.suite.report` (which also reads, checks, tabulates and plots
+it).
 """
 
 from __future__ import annotations
 
-import argparse
 import datetime as _dt
 import gc
 import json
@@ -36,78 +33,18 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from . import workloads as W
+from xlalab import env as xlalab_env, workloads as W
+from xlalab.suite.report import RESULT_KEYS, SCHEMA_VERSION, table, write
 
 if TYPE_CHECKING:
-    from .options import SuiteOptions
+    from xlalab.options import SuiteOptions
 
 log = logging.getLogger(__name__)
 
-SCHEMA_VERSION = 1
 AUTOCLUSTER_FLAGS = "--tf_xla_auto_jit=2 --tf_xla_cpu_global_jit"
-TOP_KEYS = ("hardware", "versions", "results")
-RESULT_KEYS = ("workload", "case", "mode", "correct", "skipped", "first_call_s", "median_ms", "iqr_ms",
-               "throughput", "throughput_unit", "speedup_vs_graph", "speedup_ci", "achieved_gbps",
-               "achieved_tflops", "roofline_fraction", "fusions", "kernels")
 XLA_MODES = ("xla", "xla_mixed")
 # MatrixOp.impl values (xlalab.hlo.matrix_ops) of a product or convolution fused with other operations.
 FUSED_IMPLS = ("fusion", "triton")
-
-
-# ---------------------------------------------------------------------------------------------
-# Reading results (the book's entry point).
-
-def load_results(path_or_dir: str | os.PathLike = "results") -> list[dict[str, Any]]:
-    """Every suite run stored at ``path_or_dir``: one JSON file, or every ``*.json`` in a folder (sorted by name).
-
-    Each returned dict is the file's content (``hardware``, ``versions``, ``results``, ...) with
-    ``name`` (the file stem, unless the file has one) and ``path`` added.
-
-    Example:
-        >>> runs = load_results("results")
-        >>> [(r["name"], r["hardware"]["cpu"]) for r in runs]
-    """
-    path = Path(path_or_dir)
-    files = sorted(path.glob("*.json")) if path.is_dir() else [path]
-    runs = []
-    for f in files:
-        doc = json.loads(f.read_text())
-        if not isinstance(doc, dict) or not all(k in doc for k in TOP_KEYS):
-            continue
-        doc.setdefault("name", f.stem)
-        doc["path"] = str(f)
-        runs.append(doc)
-    return runs
-
-
-def schema_errors(doc: dict[str, Any]) -> list[str]:
-    """What is missing or malformed in a suite JSON document (empty when it matches what the book reads)."""
-    errors = [f"missing top-level key {k!r}" for k in TOP_KEYS if k not in doc]
-    if errors:
-        return errors
-    for key in ("cpu", "cores", "gpus", "copy_gbps", "bandwidth_gbps", "peak_tflops"):
-        if key not in doc["hardware"]:
-            errors.append(f"hardware lacks {key!r}")
-    for key in ("tensorflow", "keras", "numpy", "python"):
-        if key not in doc["versions"]:
-            errors.append(f"versions lacks {key!r}")
-    for i, r in enumerate(doc["results"]):
-        missing = [k for k in RESULT_KEYS if k not in r]
-        if missing:
-            errors.append(f"result {i} ({r.get('workload')}/{r.get('case')}/{r.get('mode')}) lacks {missing}")
-            continue
-        if r["workload"] not in W.WORKLOADS:
-            errors.append(f"result {i}: unknown workload {r['workload']!r}")
-        if r["mode"] not in W.MODES:
-            errors.append(f"result {i}: unknown mode {r['mode']!r}")
-        timed = r["skipped"] is None and r["correct"] is True
-        if timed and not (isinstance(r["median_ms"], (int, float)) and r["median_ms"] > 0):
-            errors.append(f"result {i}: timed but median_ms is {r['median_ms']!r}")
-        if r["skipped"] is not None and not isinstance(r["skipped"], str):
-            errors.append(f"result {i}: skipped must be null or a reason")
-        if r["speedup_ci"] is not None and len(r["speedup_ci"]) != 2:
-            errors.append(f"result {i}: speedup_ci must be [low, high]")
-    return errors
 
 
 # ---------------------------------------------------------------------------------------------
@@ -125,7 +62,7 @@ def _select(profile: str, only: Iterable[str]) -> list[W.Case]:
 
 
 def _first_call(runner: W.Runner) -> tuple[Any, float]:
-    from .bench import sync
+    from xlalab.bench import sync
 
     t0 = time.perf_counter()
     out = sync(runner())
@@ -137,7 +74,7 @@ def _errors(outputs: dict[str, np.ndarray], reference: dict[str, np.ndarray]) ->
 
 
 def _hlo_summary(runner: W.Runner) -> dict[str, Any] | None:
-    from . import hlo
+    from xlalab import hlo
 
     try:
         module = hlo.parse(hlo.hlo_text(runner.fn, *runner.args, stage="optimized_hlo"))
@@ -168,7 +105,7 @@ def _row(case: W.Case, mode: str, **kw: Any) -> dict[str, Any]:
 
 
 def _fill_timing(row: dict[str, Any], case: W.Case, samples: list[float], peak: Any, bandwidth: float) -> None:
-    from .roofline import RooflinePoint, bound
+    from xlalab.roofline import RooflinePoint, bound
 
     med = float(np.median(samples))
     q1, q3 = np.percentile(samples, [25, 75])
@@ -206,7 +143,7 @@ def run_case(case: W.Case, peak: Any, bandwidth: float, min_time: float | None, 
 
     Returns the rows and what the autocluster mode needs from the parent (graph outputs and samples).
     """
-    from .bench import compare
+    from xlalab.bench import compare
 
     rows: dict[str, dict[str, Any]] = {}
     runners: dict[str, W.Runner] = {}
@@ -279,9 +216,9 @@ class _Autocluster:
         self.proc: subprocess.Popen | None = None
         if not self.todo:
             return
-        env = dict(os.environ, TF_XLA_FLAGS=AUTOCLUSTER_FLAGS, XLALAB_PROFILE=profile)
+        env = dict(os.environ, TF_XLA_FLAGS=AUTOCLUSTER_FLAGS, **{xlalab_env.PROFILE: profile})
         env.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-        cmd = [sys.executable, "-m", "xlalab.suite", "--worker", self.tmp, "--profile", profile,
+        cmd = [sys.executable, "-m", "xlalab", "suite", "--worker", self.tmp, "--profile", profile,
                "--only", ",".join(only)]
         if min_time is not None:
             cmd += ["--min-time", str(min_time)]
@@ -293,7 +230,7 @@ class _Autocluster:
         """Wait for the child; check its outputs against the parent's graph outputs; one row per case."""
         import shutil
 
-        from .bench import bootstrap_ratio_ci
+        from xlalab.bench import bootstrap_ratio_ci
 
         rows = {(c.workload, c.name): _row(c, "autocluster", skipped=c.skip_reason) for c in self.cases
                 if "autocluster" not in c.modes}
@@ -344,7 +281,7 @@ class _Autocluster:
 
 def _worker(out_dir: str, profile: str, only: list[str], min_time: float | None) -> None:
     """The autocluster child: build each case's graph-mode step (auto-clustered by TF_XLA_FLAGS), check and time it."""
-    from .bench import benchmark
+    from xlalab.bench import benchmark
 
     report: dict[str, Any] = {}
     for i, case in enumerate(_select(profile, only)):
@@ -395,7 +332,7 @@ def _hardware(profile: str) -> tuple[dict[str, Any], Any, float]:
     bandwidth measured now), or the CPU's measured ceilings (multi-threaded copy bandwidth). Under
     ``XLALAB_FAKE_GPU`` the work runs on the CPU, so the roof is the CPU's.
     """
-    from . import hw
+    from xlalab import hw
 
     hwd = hw.summary().to_dict()
     hwd["profile"] = profile
@@ -428,7 +365,7 @@ def _targets(results: list[dict[str, Any]], copy_gbps: float) -> dict[str, Any]:
         return r["median_ms"] is not None and r["correct"]
 
     out: dict[str, Any] = {}
-    from .workloads.gemv import FORMULATIONS
+    from xlalab.workloads.gemv import FORMULATIONS
 
     gemv = [r for r in results if r["workload"] == "gemv" and r["case"] in FORMULATIONS and timed(r)]
     tf_rows = [r for r in gemv if r["mode"] not in ("numpy", "xla_mixed")]
@@ -463,7 +400,7 @@ def run(profile: str | None = None, only: Iterable[str] = W.WORKLOADS, out: str 
     ``profile``: ``"gpu"``, ``"cpu"`` or ``"tiny"`` (default :func:`xlalab.hw.profile`); ``only``: workload
     names; ``min_time``: seconds of interleaved timing per case (default per case; ``"tiny"`` uses 0.05).
     """
-    from . import hw
+    from xlalab import hw
 
     start = time.perf_counter()
     profile = profile or hw.profile()
@@ -546,126 +483,6 @@ def _clean(obj: Any) -> Any:
     return obj
 
 
-# ---------------------------------------------------------------------------------------------
-# Output: JSON, table, plots.
-
-def write(doc: dict[str, Any], out: str | os.PathLike, plots: bool = True) -> list[Path]:
-    """Write ``doc`` to ``out`` and, with ``plots``, ``<stem>-speedups.png`` and ``<stem>-roofline.png`` beside it."""
-    out = Path(out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    written = []
-    if plots:
-        written = plot(doc, out.parent, out.stem)
-        doc["plots"] = [p.name for p in written]
-    out.write_text(json.dumps(doc, indent=1) + "\n")
-    return [out, *written]
-
-
-def plot(doc: dict[str, Any], directory: Path, stem: str) -> list[Path]:
-    """Draw the speedup bars (one panel per case) and the roofline (each case's fastest correct mode)."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    from . import plot as xplot
-    from .roofline import RooflinePoint
-
-    xplot.use_style()
-    results = doc["results"]
-    cases = list(dict.fromkeys((r["workload"], r["case"]) for r in results))
-    timed = [r for r in results if r["speedup_vs_graph"] is not None]
-    ncols = 4
-    nrows = max(1, -(-len(cases) // ncols))
-    fig, axes = plt.subplots(nrows, ncols, figsize=(4.2 * ncols, 3.2 * nrows), squeeze=False)
-    for ax, (w, c) in zip(axes.flat, cases):
-        rows = [r for r in timed if r["workload"] == w and r["case"] == c]
-        xplot.speedup_bars({r["mode"]: r["speedup_vs_graph"] for r in rows},
-                           {r["mode"]: r["speedup_ci"] for r in rows}, baseline="graph", ax=ax, title=f"{w}/{c}")
-        ax.tick_params(axis="x", labelrotation=30, labelsize=8)
-        ax.set_ylabel("speedup vs graph", fontsize=8)
-    for ax in list(axes.flat)[len(cases):]:
-        ax.axis("off")
-    hwd = doc["hardware"]
-    gpu = hwd["gpus"][0]["name"] if hwd["gpus"] else "no GPU"
-    device = hwd.get("roof_device") or (hwd["cpu"] if not hwd["gpus"] else gpu)
-    fig.suptitle(f"Speedup over graph mode, profile {doc['profile']}: {hwd['cpu']}, {hwd['cores']} cores, {gpu}")
-    fig.tight_layout()
-    speed_path = directory / f"{stem}-speedups.png"
-    fig.savefig(speed_path)
-    plt.close(fig)
-
-    from .workloads.gemv import FORMULATIONS
-
-    best_gemv = doc.get("targets", {}).get("gemv", {}).get("best", "").split(" / ")[0]
-    points = []
-    for w, c in cases:
-        if w == "gemv" and c in FORMULATIONS and c != best_gemv:
-            continue
-        rows = [r for r in results if r["workload"] == w and r["case"] == c and r["median_ms"] and r["correct"]]
-        for r in sorted(rows, key=lambda r: r["median_ms"])[:1] + [r for r in rows if r["mode"] == "graph"]:
-            points.append(RooflinePoint(f"{w}/{c} ({r['mode']})", r["flops"], r["min_bytes"], r["median_ms"] / 1e3))
-    points = list({p.label: p for p in points}.values())
-    fig, ax = plt.subplots(figsize=(8, 5.5))
-    peak = hwd["peak_tflops"]["fp32"] * 1e12
-    xplot.roofline(points, peak, hwd["bandwidth_gbps"] * 1e9, ax=ax, device=device,
-                   title=f"Roofline, profile {doc['profile']} (fastest mode and graph mode per case)")
-    # The course palette has 8 colours: give every further 8 points another marker, so that labels stay unique.
-    labels = {p.label for p in points}
-    for i, line in enumerate(ln for ln in ax.lines if ln.get_label() in labels):
-        line.set_marker("osD^v<>P*X"[(i // 8) % 10])
-    ax.legend(fontsize=6, loc="upper left", bbox_to_anchor=(1.01, 1.0))
-    roof_path = directory / f"{stem}-roofline.png"
-    fig.savefig(roof_path)
-    plt.close(fig)
-    return [speed_path, roof_path]
-
-
-def table(doc: dict[str, Any]) -> str:
-    """The results as a fixed-width text table, one line per workload, case and mode."""
-    head = (f"{'workload/case':<26} {'mode':<12} {'ok':<3} {'first s':>8} {'median ms':>10} {'IQR ms':>8} "
-            f"{'throughput':>16} {'vs graph [95% CI]':>22} {'GB/s':>7} {'TFLOP/s':>8} {'roof':>6} {'fus':>4} "
-            f"{'kern':>5}")
-    lines = [head, "-" * len(head)]
-    for r in doc["results"]:
-        name = f"{r['workload']}/{r['case']}"
-        if r["skipped"]:
-            lines.append(f"{name:<26} {r['mode']:<12} skipped: {r['skipped'][:90]}")
-            continue
-        ok = "yes" if r["correct"] else "NO"
-        if r["median_ms"] is None:
-            lines.append(f"{name:<26} {r['mode']:<12} {ok:<3} {r['first_call_s']:>8.2f}  not timed "
-                         f"(relative errors {r['errors']}, tolerance {r['tolerance']})")
-            continue
-        unit = r["throughput_unit"].split("/")[0]
-        ci = r["speedup_ci"] or [float("nan")] * 2
-        sp = f"{r['speedup_vs_graph']:.2f}x [{ci[0]:.2f},{ci[1]:.2f}]" + ("" if r["interleaved"] else "*")
-        lines.append(
-            f"{name:<26} {r['mode']:<12} {ok:<3} {r['first_call_s']:>8.2f} {r['median_ms']:>10.3f} {r['iqr_ms']:>8.3f} "
-            f"{r['throughput']:>10.3g} {unit[:5]:<5} {sp:>22} {r['achieved_gbps']:>7.2f} {r['achieved_tflops']:>8.4f} "
-            f"{r['roofline_fraction']:>6.2f} {'' if r['fusions'] is None else r['fusions']:>4} "
-            f"{'' if r['kernels'] is None else r['kernels']:>5}")
-    lines.append("* autocluster runs in a child process: its speedup is against the parent's graph samples, "
-                 "not interleaved")
-    lines.append("")
-    lines.append("Optimized HLO of the XLA modes (what was fused, what runs on its own):")
-    for r in doc["results"]:
-        h = r.get("hlo") or {}
-        if "fusions" not in h:
-            continue
-        kinds = ", ".join(f"{k} {v}" for k, v in sorted(h["fusions_by_kind"].items()))
-        alone = ", ".join(f"{h[f'{op}_standalone']} {op}" for op in ("convolution", "dot") if h.get(f"{op}_standalone"))
-        fused = ", ".join(f"{h[f'{op}_fused']} {op}" for op in ("convolution", "dot") if h.get(f"{op}_fused"))
-        impls = sorted({m["impl"] for m in h.get("matrix_ops", [])})
-        if impls:
-            fused += f" (implementations: {', '.join(impls)})"
-        lines.append(f"  {r['workload']}/{r['case']} {r['mode']}: {h['fusions']} fusions ({kinds or 'none'}), "
-                     f"{h['kernels']} kernels; on their own: {alone or 'nothing'}; "
-                     f"inside fusions: {fused or 'nothing'}; "
-                     f"{h['ops_by_opcode'].get('copy', 0)} copies")
-    return "\n".join(lines)
-
-
 def default_out() -> Path:
     """``results/<short hostname>.json``."""
     return Path("results") / f"{socket.gethostname().split('.')[0]}.json"
@@ -676,20 +493,7 @@ def _command(profile: str, only: list[str]) -> str:
     argv = sys.argv or [""]
     if Path(argv[0]).name in ("xlalab", "__main__.py") and argv[1:2] == ["suite"]:
         return " ".join(["xlalab", *argv[1:]])
-    if "suite" in argv[0]:
-        return " ".join(["python -m xlalab.suite", *argv[1:]])
     return f"xlalab.suite.run(profile={profile!r}, only={only!r})"
-
-
-def main(argv: list[str] | None = None) -> None:
-    """``python -m xlalab.suite``, the older form of ``xlalab suite`` (:func:`cli`)."""
-    from . import log as log_setup
-    from .options import SuiteOptions, add_options, from_args
-
-    parser = argparse.ArgumentParser(prog="python -m xlalab.suite", description=__doc__.splitlines()[0])
-    add_options(parser, SuiteOptions)
-    log_setup.configure()
-    cli(from_args(SuiteOptions, parser.parse_args(argv)))
 
 
 def cli(args: SuiteOptions) -> int:
@@ -697,7 +501,7 @@ def cli(args: SuiteOptions) -> int:
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     only = [w.strip() for w in args.only.split(",") if w.strip()]
     if args.worker:
-        from . import hw
+        from xlalab import hw
 
         _worker(args.worker, args.profile or hw.profile(), only, args.min_time)
         return 0
@@ -709,9 +513,3 @@ def cli(args: SuiteOptions) -> int:
         print(f"target {name}: {json.dumps(t)}")
     print(f"wrote {out} ({doc['wall_s']} s)" + (f" and {', '.join(doc.get('plots', []))}" if doc.get("plots") else ""))
     return 0
-
-
-if __name__ == "__main__":
-    if "--worker" not in sys.argv:
-        print("note: `python -m xlalab.suite` is now `xlalab suite`; this form keeps working", file=sys.stderr)
-    main()

@@ -1,7 +1,7 @@
 """Each book page's first cell: the Colab setup of the labs, hidden in the book (issue 26).
 
-``python tests/chapter_setup.py`` puts :func:`setup_source` as the FIRST cell of every ``book/*.ipynb`` (or updates
-that cell where it is there already) and touches no other cell; ``--check`` exits 1 where a notebook lacks it or
+``python tests/scripts/chapter_setup.py`` puts :func:`setup_source` as the FIRST cell of every ``book/*.ipynb`` (or
+updates that cell where it is there already) and touches no other cell; ``--check`` exits 1 where a notebook lacks it or
 holds an old one. The cell installs the course the way a lab's setup cell does (``pip install --no-deps`` of the
 repository, only where ``xlalab`` is missing) and calls :func:`xlalab.compat.chapter_setup`. Its tag ``remove-cell``
 keeps it, input and output, out of the built HTML (Jupyter Book 1.x, "Hide or remove content":
@@ -15,7 +15,7 @@ import json
 import sys
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 CELL_ID = "xlalab-setup"
 TAGS = ["remove-cell"]
 
@@ -42,7 +42,8 @@ def setup_source(url: str | None = None) -> str:
         f'                    "git+{url}"], check=True)\n'
         "import xlalab.compat\n"
         "\n"
-        "xlalab.compat.chapter_setup()  # what Colab lacks (xprof), the book's glue, TensorFlow imported quietly")
+        "# what Colab lacks (xprof), the book's glue, TensorFlow imported quietly; the URL finds the course's results\n"
+        f'xlalab.compat.chapter_setup(repository="{url}")')
 
 
 def setup_cell() -> dict:
@@ -81,7 +82,7 @@ def main(argv: list[str]) -> int:
         stale = [p.name for p in notebooks()
                  if not (json.loads(p.read_text())["cells"][0] == setup_cell())]
         for name in stale:
-            print(f"book/{name}: its first cell is not the setup cell (run python tests/chapter_setup.py)")
+            print(f"book/{name}: its first cell is not the setup cell (run python tests/scripts/chapter_setup.py)")
         return 1 if stale else 0
     for path in notebooks():
         if apply(path):

@@ -84,8 +84,8 @@ class LocalSlurm:
         key.write_bytes(secrets.token_bytes(1024))
         os.chmod(key, 0o400)
         r = self.root
-        self.conf.write_text(f"""# Written by tests/slurm_local.py: a one-node cluster on 127.0.0.1, run as root, \
-no cgroups.
+        self.conf.write_text(f"""# Written by tests/scripts/slurm_local.py: a one-node cluster on 127.0.0.1, run as \
+root, no cgroups.
 ClusterName={self.cluster}
 SlurmctldHost=localhost(127.0.0.1)
 SlurmctldPort={self.ctld_port}

@@ -1,7 +1,7 @@
 """Writes results/grading/similarity-calibration.json: the similarity scores of the calibration hand-ins
 (tests/data/similarity/, :mod:`helpers.similarity_data`), their false-positive and detection rates.
 
-    .venv/bin/python tests/similarity_calibration.py
+    .venv/bin/python tests/scripts/similarity_calibration.py
 """
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import json
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))   # tests/: helpers and scripts import from there
 
 from helpers.similarity_data import REPO, measure
 

@@ -1,7 +1,7 @@
 """Measure what forged probe records earn in each lab, and write README's table of self-reported points.
 
-    .venv/bin/python tests/self_reported.py [LAB ...] [--kinds generic,hollow]   # grade, save, write the table
-    .venv/bin/python tests/self_reported.py --readme-only                       # the table from the file
+    .venv/bin/python tests/scripts/self_reported.py [LAB ...] [--kinds generic,hollow]   # grade, save, write the table
+    .venv/bin/python tests/scripts/self_reported.py --readme-only                       # the table from the file
 
 For each lab (default: all seven, one after the other) it grades the solution once (the records of that run,
 another seed, are what the generic forgery writes), then each forgery at ``XLALAB_PROFILE=tiny``
@@ -19,7 +19,7 @@ import sys
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))   # tests/: helpers and scripts import from there
 
 from xlalab.grading.lab import load_lab
 

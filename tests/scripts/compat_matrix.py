@@ -1,6 +1,6 @@
 """``make test-compat``: the course on other TensorFlow versions, each in its own Colab-like venv.
 
-``python tests/compat_matrix.py .venv-compat/tf2.18.1 .venv-compat/tf2.19.1 ...`` (run by the course's own venv,
+``python tests/scripts/compat_matrix.py .venv-compat/tf2.18.1 .venv-compat/tf2.19.1 ...`` (run by the course's own venv,
 which drives the kernels: nbclient and nbval live there, not in the venvs under test). For each venv:
 
 1. **Colab install path.** ``xlalab`` and ``xprof`` are uninstalled from the venv, then Lab 6's solution runs top
@@ -9,10 +9,10 @@ which drives the kernels: nbclient and nbval live there, not in the venvs under 
    ``xlalab.compat.install_missing()``), and Part 6 needs ``xprof``. Then the profiler chapter's first capture
    (its cells up to the first ``profile.tool_names``; the book's ``glue`` stubbed) runs in the same kernel venv.
 2. **Every chapter from its Colab button.** For each ``book/*.ipynb``, with ``xlalab`` uninstalled again: its first
-   cell (the hidden setup cell of ``tests/chapter_setup.py``, installing a wheel built from the working tree where
-   the chapter says ``git+<repository>``) and the imports of the chapter's own first code cell, in a fresh kernel of
-   that venv started outside the repository (must pass); then that whole first code cell, recorded apart (a page
-   may read the repository's files, which a Colab runtime does not have). The labs overview's only code reads
+   cell (the hidden setup cell of ``tests/scripts/chapter_setup.py``, installing a wheel built from the working tree
+   where the chapter says ``git+<repository>``) and the imports of the chapter's own first code cell, in a fresh
+   kernel of that venv started outside the repository (must pass); then that whole first code cell, recorded apart
+   (a page may read the repository's files, which a Colab runtime does not have). The labs overview's only code reads
    ``solutions/`` at build time (a table removed from its page): there the setup cell alone runs.
 3. **Unit tests** of the version-sensitive APIs (profiler, ``experimental_get_compiler_ir`` stages,
    ``sync_devices``, Keras mixed precision, the compat module) with that venv's pytest.
@@ -36,9 +36,9 @@ from pathlib import Path
 import nbformat
 from nbclient import NotebookClient
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "tests"))
-import chapter_setup  # noqa: E402  (tests/chapter_setup.py: the chapters' setup cell)
+from scripts import chapter_setup  # noqa: E402  (tests/scripts/chapter_setup.py: the chapters' setup cell)
 
 UNIT = ["tests/test_compat.py", "tests/test_profile.py", "tests/test_hlo_tf.py", "tests/test_bench.py",
         "tests/test_workloads.py"]
@@ -143,7 +143,8 @@ def chapter_cells(path: Path, source: str) -> list:
     nb = nbformat.read(path, as_version=4)
     code = [c for c in nb.cells if c.cell_type == "code"]
     if not code or not chapter_setup.is_setup(code[0]):
-        raise AssertionError(f"{path.name}: its first cell is not the setup cell (python tests/chapter_setup.py)")
+        raise AssertionError(f"{path.name}: its first cell is not the setup cell "
+                             "(python tests/scripts/chapter_setup.py)")
     url = f"git+{chapter_setup.repository_url()}"
     assert url in code[0].source, f"{path.name}: the setup cell does not install {url}"
     cells = [nbformat.v4.new_code_cell(code[0].source.replace(url, source))]
