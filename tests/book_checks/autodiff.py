@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-from book_checks.core import CI3, NUM, Entry, Page, PageCheck, _f, _num, ci_word, flip_ci
+from book_checks.core import CI3, NUM, Entry, Page, PageCheck, _f, _num, ci_word, flip_ci, require, text_rules
 
 CHAPTER = 'autodiff'
 
@@ -277,17 +277,14 @@ def s5_20_problems(page: Page) -> list[str]:
     return problems
 
 
-def s5_22_problems(page: Page) -> list[str]:
-    """S5-22: the live-bytes curves are drawn against the instruction index with the backward part marked, and the
-    text says so with both schedule lengths."""
-    problems = []
-    if not re.search(r"against the instruction's index", page.prose):
-        problems.append("the live-bytes text does not say the curves are drawn against the instruction index")
-    if not re.search(r"longer, \d+ instructions against \d+", page.prose):
-        problems.append("the live-bytes text does not give the two schedules' lengths")
-    if not re.search(r"The shaded part of each panel is the backward pass", page.prose):
-        problems.append("the live-bytes text does not mark where the backward pass starts")
-    return problems
+s5_22_problems = text_rules(
+    require(r"against the instruction's index",
+            "the live-bytes text does not say the curves are drawn against the instruction index"),
+    require(r"longer, \d+ instructions against \d+", "the live-bytes text does not give the two schedules' lengths"),
+    require(r"The shaded part of each panel is the backward pass",
+            "the live-bytes text does not mark where the backward pass starts"),
+    doc="S5-22: the live-bytes curves are drawn against the instruction index with the backward part marked, and the "
+        "text says so with both schedule lengths.")
 
 
 # Built-page checks of review findings (core.PageCheck): each fails on the reviewed text.

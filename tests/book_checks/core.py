@@ -14,6 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
+from typing import Literal
 
 from xlalab.bench import ratio_verdict
 from xlalab.book import GLUE_HELPERS, INTERVAL_SUFFIXES
@@ -222,6 +223,63 @@ class PageCheck:
     chapter: str
     check: Callable[[Page], list[str]]
     reviewed: Page
+
+
+#: The part of a :class:`Page` a :class:`Rule` reads (``printed``: its blocks joined by newlines).
+Field = Literal["prose", "text", "printed"]
+
+
+@dataclass(frozen=True)
+class Rule:
+    """One plain text rule of a page check. ``require``: a problem (``message``) when ``pattern`` is not found in the
+    page's ``field``; ``forbid``: a problem when it is. ``regex``: ``re.search(pattern, text, flags)``, else the plain
+    substring test ``pattern in text`` (``flags`` then unused)."""
+
+    kind: Literal["require", "forbid"]
+    pattern: str
+    message: str
+    field: Field = "prose"
+    regex: bool = True
+    flags: int = 0
+
+    def __post_init__(self) -> None:
+        assert self.regex or not self.flags, "flags apply to a regex rule only"
+
+    def found(self, page: Page) -> bool:
+        """Whether the page's ``field`` holds ``pattern``."""
+        text = "\n".join(page.printed) if self.field == "printed" else getattr(page, self.field)
+        return re.search(self.pattern, text, self.flags) is not None if self.regex else self.pattern in text
+
+    def problem(self, page: Page) -> str | None:
+        """``message`` where the rule fails on the page, else None."""
+        return self.message if self.found(page) == (self.kind == "forbid") else None
+
+
+def require(pattern: str, message: str, field: Field = "prose", regex: bool = True, flags: int = 0) -> Rule:
+    """A rule that fails (with ``message``) where ``pattern`` is missing from the page's ``field``."""
+    return Rule("require", pattern, message, field, regex, flags)
+
+
+def forbid(pattern: str, message: str, field: Field = "prose", regex: bool = True, flags: int = 0) -> Rule:
+    """A rule that fails (with ``message``) where ``pattern`` is found in the page's ``field``."""
+    return Rule("forbid", pattern, message, field, regex, flags)
+
+
+@dataclass(frozen=True)
+class TextRules:
+    """A page check made only of text rules: calling it on a page lists the messages of the rules that fail, in
+    order (empty: holds). ``doc`` says what the review finding asked for."""
+
+    rules: tuple[Rule, ...]
+    doc: str = ""
+
+    def __call__(self, page: Page) -> list[str]:
+        return [m for m in (r.problem(page) for r in self.rules) if m is not None]
+
+
+def text_rules(*rules: Rule, doc: str = "") -> TextRules:
+    """A :class:`PageCheck`'s ``check`` from plain text rules (:func:`require`, :func:`forbid`), checked in order."""
+    return TextRules(rules, doc)
 
 
 CHAPTER_MODULES = sorted(p.stem for p in BOOK.glob("*.ipynb"))

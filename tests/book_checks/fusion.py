@@ -7,7 +7,7 @@ import re
 from xlalab.bench import MIN_VERDICT_SAMPLES
 from xlalab.book import CI_WORDS, FEW_SAMPLES_WORDS
 
-from book_checks.core import CI3, NUM, Entry, Page, PageCheck, _f, _num, ci_word, flip_ci  # noqa: F401
+from book_checks.core import CI3, NUM, Entry, Page, PageCheck, _f, _num, ci_word, flip_ci, require, text_rules  # noqa: F401
 
 CHAPTER = 'fusion'
 N = r"-?\d[\d,]*\.?\d*"
@@ -158,15 +158,12 @@ def _s5_10(page: Page) -> list[str]:
     return out
 
 
-def _s5_14(page: Page) -> list[str]:
-    """S5-14: the decomposition is called an identity, and the side verdict comes with an interval."""
-    out = []
-    if "That is an identity, not a check" not in page.prose:
-        out.append("the byte ratio × fractions product is not presented as an identity")
-    if not re.search(r"interval of XLA's fraction over graph mode's: \S+ \(95% CI \S+ to \S+, \d+ rounds\)",
-                     page.prose):
-        out.append("which side is further from its bound is said without an interval")
-    return out
+_s5_14 = text_rules(
+    require("That is an identity, not a check", "the byte ratio × fractions product is not presented as an identity",
+            regex=False),
+    require(r"interval of XLA's fraction over graph mode's: \S+ \(95% CI \S+ to \S+, \d+ rounds\)",
+            "which side is further from its bound is said without an interval"),
+    doc="S5-14: the decomposition is called an identity, and the side verdict comes with an interval.")
 
 
 def _s5_16(page: Page) -> list[str]:
@@ -179,14 +176,10 @@ def _s5_16(page: Page) -> list[str]:
     return out
 
 
-def _s5_17(page: Page) -> list[str]:
-    """S5-17: the census cells show the fusions by kind, and each change has a row saying what changed."""
-    out = []
-    if not re.search(r"\d+ \(\d+ = \d+ k[A-Z]\w+", page.text):
-        out.append("the census cells show no fusion kinds")
-    if "what changed" not in page.text:
-        out.append("the census changes are not explained")
-    return out
+_s5_17 = text_rules(
+    require(r"\d+ \(\d+ = \d+ k[A-Z]\w+", "the census cells show no fusion kinds", field="text"),
+    require("what changed", "the census changes are not explained", field="text", regex=False),
+    doc="S5-17: the census cells show the fusions by kind, and each change has a row saying what changed.")
 
 
 # Built-page checks of review findings (core.PageCheck): each fails on the reviewed text.

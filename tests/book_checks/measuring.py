@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-from book_checks.core import CI3, NUM, Entry, Page, PageCheck, _f, _num, ci_word, flip_ci  # noqa: F401
+from book_checks.core import CI3, NUM, Entry, Page, PageCheck, _f, _num, ci_word, flip_ci, forbid, require, text_rules  # noqa: F401
 
 CHAPTER = 'measuring'
 
@@ -117,14 +117,12 @@ def _s5_3(page: Page) -> list[str]:
     return [] if said == rule else [f"S5-3: says {said!r}, the interval gives {rule!r}"]
 
 
-def _s5_4(page: Page) -> list[str]:
-    """No typed claim that the copy adds the same time to both modes; graph mode's change has its own interval."""
-    out = []
-    if re.search(r"The copy adds about the same absolute time to both modes", page.prose):
-        out.append("S5-4: typed 'about the same absolute time to both modes'")
-    if not re.search(r"In graph mode the copy .*?a ratio of " + NUM + r" \(95% CI", page.prose):
-        out.append("S5-4: graph mode's change with the copy has no measured interval")
-    return out
+_s5_4 = text_rules(
+    forbid(r"The copy adds about the same absolute time to both modes",
+           "S5-4: typed 'about the same absolute time to both modes'"),
+    require(r"In graph mode the copy .*?a ratio of " + NUM + r" \(95% CI",
+            "S5-4: graph mode's change with the copy has no measured interval"),
+    doc="No typed claim that the copy adds the same time to both modes; graph mode's change has its own interval.")
 
 
 def _s5_6(page: Page) -> list[str]:
@@ -150,24 +148,19 @@ def _s5_7(page: Page) -> list[str]:
     return out
 
 
-def _s5_14(page: Page) -> list[str]:
-    """The speedup identity is a decomposition, not 'the speedup measured above'; the side verdict has an interval."""
-    out = []
-    if re.search(r"= " + NUM + r", the speedup measured above", page.prose):
-        out.append("S5-14: the algebraic identity presented as a check of the speedup")
-    if not re.search(r"the ratio of the two fractions " + NUM + r" \(95% CI " + NUM + " to " + NUM, page.prose):
-        out.append("S5-14: which mode is further from its bound is judged without an interval")
-    return out
+_s5_14 = text_rules(
+    forbid(r"= " + NUM + r", the speedup measured above",
+           "S5-14: the algebraic identity presented as a check of the speedup"),
+    require(r"the ratio of the two fractions " + NUM + r" \(95% CI " + NUM + " to " + NUM,
+            "S5-14: which mode is further from its bound is judged without an interval"),
+    doc="The speedup identity is a decomposition, not 'the speedup measured above'; the side verdict has an "
+        "interval.")
 
-
-def _s5_23(page: Page) -> list[str]:
-    """No unshown 'we checked', no typed ridge values from other builds."""
-    out = []
-    if "we checked: the call alone takes as long as the call plus the barrier" in page.prose:
-        out.append("S5-23: the barrier check is asserted, not shown")
-    if re.search(r"recorded at 3\.7\s+and at 9\.3", page.prose):
-        out.append("S5-23: typed ridge values of other builds")
-    return out
+_s5_23 = text_rules(
+    forbid("we checked: the call alone takes as long as the call plus the barrier",
+           "S5-23: the barrier check is asserted, not shown", regex=False),
+    forbid(r"recorded at 3\.7\s+and at 9\.3", "S5-23: typed ridge values of other builds"),
+    doc="No unshown 'we checked', no typed ridge values from other builds.")
 
 
 _REVIEWED = Page(prose=(

@@ -6,7 +6,7 @@ import re
 
 from xlalab import hw
 
-from book_checks.core import CI3, NUM, Entry, Page, PageCheck, _f, _num, ci_word, flip_ci
+from book_checks.core import CI3, NUM, Entry, Page, PageCheck, _f, _num, ci_word, flip_ci, forbid, require, text_rules
 
 CHAPTER = 'mixed_precision'
 
@@ -143,16 +143,13 @@ def s5_18_problems(page: Page) -> list[str]:
     return [] if found == 4 else [f"{found} of the 4 ratios to float32 have their interval printed beside the word"]
 
 
-def s5_19_problems(page: Page) -> list[str]:
-    """S5-19: the summary speaks of the peak matrix-product rate, and cites measured steps apart from it."""
-    problems = []
-    if "expect about twice TensorFlow's default float32" in page.prose:
-        problems.append("'about twice' a step, where twice is the peak rate only")
-    if not re.search(r"in peak matrix-product rate", page.prose):
-        problems.append("the summary does not say the factor is the peak matrix-product rate")
-    if not re.search(r"NVIDIA's own ResNet-50 figures.*?images/s.*?\d\.\d times", page.prose):
-        problems.append("the summary does not give NVIDIA's measured steps (claims chapter)")
-    return problems
+s5_19_problems = text_rules(
+    forbid("expect about twice TensorFlow's default float32", "'about twice' a step, where twice is the peak rate only",
+           regex=False),
+    require(r"in peak matrix-product rate", "the summary does not say the factor is the peak matrix-product rate"),
+    require(r"NVIDIA's own ResNet-50 figures.*?images/s.*?\d\.\d times",
+            "the summary does not give NVIDIA's measured steps (claims chapter)"),
+    doc="S5-19: the summary speaks of the peak matrix-product rate, and cites measured steps apart from it.")
 
 
 # Built-page checks of review findings (core.PageCheck): each fails on the reviewed text.

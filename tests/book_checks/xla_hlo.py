@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-from book_checks.core import CI3, NUM, Entry, Page, PageCheck, _f, _num, ci_word, flip_ci  # noqa: F401
+from book_checks.core import CI3, NUM, Entry, Page, PageCheck, _f, _num, ci_word, flip_ci, forbid, require, text_rules  # noqa: F401
 
 CHAPTER = 'xla_hlo'
 
@@ -137,24 +137,21 @@ COMPUTED_NOT_MEASURED: dict[str, str] = {
 }
 
 
-def _s5_8(page: Page) -> list[str]:
-    """S5-8: the CUDA driver compiles PTX only when a flag (off by default) allows it, not whenever the others fail."""
-    out = []
-    if "fallback, used when neither is available" in page.prose:
-        out.append("says the driver's JIT compiler is a fallback used whenever ptxas and nvPTXCompiler are missing")
-    if "xla_gpu_unsafe_fallback_to_driver_on_ptxas_not_found" not in page.prose:
-        out.append("does not name the flag that lets the driver compile PTX")
-    return out
+_s5_8 = text_rules(
+    forbid("fallback, used when neither is available",
+           "says the driver's JIT compiler is a fallback used whenever ptxas and nvPTXCompiler are missing",
+           regex=False),
+    require("xla_gpu_unsafe_fallback_to_driver_on_ptxas_not_found",
+            "does not name the flag that lets the driver compile PTX", regex=False),
+    doc="S5-8: the CUDA driver compiles PTX only when a flag (off by default) allows it, not whenever the others "
+        "fail.")
 
-
-def _s5_12(page: Page) -> list[str]:
-    """S5-12: no argument from a ratio whose reference moved; the plain function's own before/after interval."""
-    out = []
-    if re.search(r"a ratio that moves toward 1 says|slows both sides alike", page.prose):
-        out.append("argues from the plain/jit ratio moving toward 1 across two non-interleaved phases")
-    if not re.search(_interval(r"the plain tf\.function ran at "), page.prose):
-        out.append("no interval of the plain function's own speed after the switch against before it")
-    return out
+_s5_12 = text_rules(
+    forbid(r"a ratio that moves toward 1 says|slows both sides alike",
+           "argues from the plain/jit ratio moving toward 1 across two non-interleaved phases"),
+    require(_interval(r"the plain tf\.function ran at "),
+            "no interval of the plain function's own speed after the switch against before it"),
+    doc="S5-12: no argument from a ratio whose reference moved; the plain function's own before/after interval.")
 
 
 def _s5_21(page: Page) -> list[str]:
@@ -185,9 +182,9 @@ def _s5_25(page: Page) -> list[str]:
         else []
 
 
-def _s5_27(page: Page) -> list[str]:
-    """S5-27: error messages without TensorFlow's {{node ...}} tags."""
-    return ["an error message keeps TensorFlow's {{node ...}} tag"] if "{{node" in page.prose else []
+_s5_27 = text_rules(
+    forbid("{{node", "an error message keeps TensorFlow's {{node ...}} tag", regex=False),
+    doc="S5-27: error messages without TensorFlow's {{node ...}} tags.")
 
 
 # Built-page checks of review findings (core.PageCheck): each fails on the reviewed text.
