@@ -11,6 +11,7 @@ import csv
 import io
 import json
 import os
+import shutil
 from pathlib import Path
 
 import nbformat
@@ -168,11 +169,18 @@ for _ in range(1500):
 ENV_LEAK = "import os\nraise AssertionError('ENV ' + ' '.join(f'{k}={v}' for k, v in os.environ.items()))"
 
 
-def root_only_file() -> Path:
-    return sandbox.package_root() / "xlalab" / ".i22-root-only.txt"
+def package_copy(root: Path) -> Path:
+    """A copy of the ``xlalab`` package under ``root`` (a temporary folder) for the grader's workers to import, so
+    that the jail binds the copy in place of the checkout's package: the root-only file the test plants in the bound
+    package folder then lies in the test's own folder, never in the checkout (where a concurrent test's stay-home
+    guard would see it come and go)."""
+    shutil.copytree(sandbox.package_root() / "xlalab", root / "xlalab",
+                    ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+    return root
 
 
-READ_ROOT_ONLY = f"raise AssertionError('ROOT ' + open({str(root_only_file())!r}).read())"
+def read_root_only(path: Path) -> str:
+    return f"raise AssertionError('ROOT ' + open({str(path)!r}).read())"
 
 
 @pytest.fixture(scope="module")
@@ -195,6 +203,8 @@ def jailed(holes_root, tmp_path_factory):
         pytest.skip(f"bwrap cannot run here: {sandbox.probe()[1]}")
     subs = tmp_path_factory.mktemp("holes-handins")
     out = tmp_path_factory.mktemp("holes-grades")
+    package = package_copy(tmp_path_factory.mktemp("holes-package"))
+    secret = package / "xlalab" / ".i22-root-only.txt"     # in the package folder the jail binds
     blank, good = released(holes_root), answered(holes_root)
     hand_ins = {
         "good": good,
@@ -209,7 +219,7 @@ def jailed(holes_root, tmp_path_factory):
         "fill_work": insert_after(answered(holes_root), "p1-check", FILL_WORK),
         "fork_many": insert_after(answered(holes_root), "p1-check", FORK_MANY),
         "env_leak": insert_after(answered(holes_root), "p1-check", ENV_LEAK),
-        "root_only": insert_after(answered(holes_root), "p1-check", READ_ROOT_ONLY),
+        "root_only": insert_after(answered(holes_root), "p1-check", read_root_only(secret)),
         "surrogate_error": insert_after(answered(holes_root), "p2-answer",
                                         "def total(x):\n    raise ValueError('bad \\ud800 text')"),
     }
@@ -219,17 +229,19 @@ def jailed(holes_root, tmp_path_factory):
     hand_ins["given_redefined"] = nb
     for name, nb in hand_ins.items():
         _write(subs, name, nb)
-    secret = root_only_file()
     secret.write_text(ROOT_ONLY)
     os.chmod(secret, 0o600)
     saved = {k: os.environ.get(k) for k in SECRET_ENV}
     os.environ.update(SECRET_ENV)    # the grader's own environment
     try:
-        rows = grade_submissions(holes_root / "solutions" / f"{SAMPLE}.ipynb", [subs],
-                                       GradeOptions(out=str(out), jobs=2, sandbox="bwrap", cell_timeout=60, timeout=120,
-                                                    memory_gb=3), quiet=True)
+        with pytest.MonkeyPatch.context() as mp:
+            # The grader's workers (processes) import xlalab from the copy, so the jail binds the copy.
+            mp.syspath_prepend(str(package))
+            mp.setenv("PYTHONPATH", os.pathsep.join(filter(None, [str(package), os.environ.get("PYTHONPATH")])))
+            rows = grade_submissions(holes_root / "solutions" / f"{SAMPLE}.ipynb", [subs],
+                                     GradeOptions(out=str(out), jobs=2, sandbox="bwrap", cell_timeout=60,
+                                                  timeout=120, memory_gb=3), quiet=True)
     finally:
-        secret.unlink()
         for k, v in saved.items():
             if v is None:
                 os.environ.pop(k, None)
