@@ -74,3 +74,23 @@ def test_paired_compares_two_variants_in_the_same_rounds() -> None:
     ratio, ci, n = cmp.paired("b", "a")
     assert (ratio, ci, n) == (2.0, (2.0, 2.0), 12)
     assert bench.ratio_verdict(ci, n=n) == "faster"
+
+
+def test_side_by_side_keeps_order_and_raises() -> None:
+    import time
+
+    def work(i: int) -> int:
+        time.sleep(0.01 * (3 - i))          # the first item finishes last
+        return i * i
+
+    assert book.side_by_side(work, [0, 1, 2], workers=3) == [0, 1, 4]
+    assert book.side_by_side(work, []) == []
+    assert book.side_by_side(work, [1], workers=1) == [1]
+
+    def fail(i: int) -> int:
+        if i == 1:
+            raise ValueError("probe 1 failed")
+        return i
+
+    with pytest.raises(ValueError, match="probe 1 failed"):
+        book.side_by_side(fail, [0, 1, 2])
