@@ -2,7 +2,7 @@
 
 A reader who opens a chapter from its Colab button has the course installed as a package (the setup cell's
 ``pip install``) and no checkout: no ``_toc.yml``, no ``results/``, no ``book/`` beside the notebook. The compat matrix
-(``tests/compat_matrix.py``, ``results/compat/compat.md``) found the whole first code cell of ``intro`` and
+(``tests/scripts/compat_matrix.py``, ``results/compat/compat.md``) found the whole first code cell of ``intro`` and
 ``case_studies`` failing there in the TensorFlow 2.20 venv. This test runs, for each chapter, the hidden setup cell
 and the first code cell after it in a fresh Python whose working directory is an empty temporary folder and whose
 ``xlalab`` is a copy of what a wheel installs (the package's modules and its declared package data, see
