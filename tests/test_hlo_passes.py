@@ -11,6 +11,7 @@ from __future__ import annotations
 import re
 import shutil
 import subprocess
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -389,6 +390,30 @@ def test_passes_of_a_real_function_start_unoptimized_and_end_optimized(tmp_path)
             assert (fr.passes[-1].pipeline, fr.passes[-1].name) in ran
     assert frames.first_creating("fusion").pass_name == hlo.first_pass_creating(tmp_path, "fusion").after
     assert any(d.kind == "fused" for d in frames.first_creating("fusion").decisions)
+
+
+@pytest.mark.heavy   # two compiles with every pass dumped, side by side
+def test_passes_side_by_side_match_passes_one_at_a_time(tmp_path, monkeypatch):
+    tf = pytest.importorskip("tensorflow")
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))    # every work folder under this test's own
+
+    def chain(x):
+        return tf.abs(x * 1.5 + 0.5) * 0.25
+
+    def centre_rows(a):
+        return a - tf.reduce_mean(a, axis=1, keepdims=True)
+
+    x, a = tf.ones([64]), tf.ones([8, 16])
+    both = hlo.passes_side_by_side((chain, x), (centre_rows, a))
+    alone = [hlo.passes(chain, x), hlo.passes(centre_rows, a)]
+    assert len(both) == 2
+    for got, want in zip(both, alone):     # in the order given, each the same frames as compiled alone
+        assert [f.pass_name for f in got] == [f.pass_name for f in want]
+        assert pipeline.normalized(got[-1].text) == pipeline.normalized(want[-1].text)
+        assert got.tensorflow == want.tensorflow == tf.__version__
+    assert both[0][-1].counters["kernels"] != both[1][-1].counters["kernels"] or \
+        pipeline.normalized(both[0][-1].text) != pipeline.normalized(both[1][-1].text)
+    assert not list(tmp_path.glob("xlalab_passes_*"))          # the work folders are removed
 
 
 # ---------------------------------------------------------------------------------------------

@@ -50,7 +50,7 @@ from .parser import (
     parse_shape,
     read_shape,
 )
-from .pipeline import Change, Decision, Frame, Frames, PassRun, frames_from_dump, passes
+from .pipeline import Change, Decision, Frame, Frames, PassRun, frames_from_dump, passes, passes_side_by_side
 from .source import (
     CORPUS_DIR,
     FAKE_GPU_ENV,
@@ -92,6 +92,6 @@ __all__ = [
     "fake_gpu_target", "first_pass_creating", "flipbook", "frames_from_dump", "fused_instructions", "fusion_of",
     "hlo_text", "instruction_lines", "is_async_continuation", "is_async_start", "kernel_bytes", "kernel_traffic",
     "launch_opcode", "launches_nothing", "list_dump", "matrix_flops", "matrix_ops", "parse", "parse_shape", "passes",
-    "peak_live_bytes", "program_category", "read_shape", "reinterprets", "reshape_is_bitcast", "summary",
-    "workspace_free",
+    "passes_side_by_side", "peak_live_bytes", "program_category", "read_shape", "reinterprets", "reshape_is_bitcast",
+    "summary", "workspace_free",
 ]

@@ -571,44 +571,82 @@ def passes(fn: Callable, *args: Any, timeout: float = 600, keep: str | os.PathLi
         >>> frames = passes(lambda x: tf.nn.relu(x * 2.0 + 1.0), tf.ones([4, 8]))
         >>> [(f.pass_name, f.counters["kernels"]) for f in frames]
     """
-    import tensorflow as tf
+    import tensorflow as tf  # noqa: F401 - the arguments are TensorFlow's
 
     specs = [_spec(a) for a in args]
     if target is not None:
         return _gpu_passes(fn, specs, target, timeout, keep)
-    python_fn = getattr(fn, "python_function", fn)
     work = Path(keep) if keep is not None else Path(tempfile.mkdtemp(prefix="xlalab_passes_"))
     try:
-        dump = _dump_folder(work, keep)
-        saved = tf.Module()
-        saved.f = tf.function(python_fn, input_signature=specs)
-        # Variables the function reads must be tracked to be saved with it.
-        saved.variables_read = list(saved.f.get_concrete_function().variables)
-        logger = tf.get_logger()
-        level = logger.level
-        logger.setLevel("ERROR")        # "Assets written to ..." is not news
-        try:
-            tf.saved_model.save(saved, str(work / "saved"))
-        finally:
-            logger.setLevel(level)
-        env = dict(os.environ)
-        env["XLA_FLAGS"] = f"{env.get('XLA_FLAGS', '')} --xla_dump_to={dump} --xla_dump_hlo_pass_re=.*".strip()
-        env["TF_CPP_MIN_LOG_LEVEL"] = "0"
-        env["TF_CPP_VMODULE"] = VMODULE
-        log_path = work / "compile.log"
-        with open(log_path, "w") as log:
-            done = subprocess.run([sys.executable, "-c", _CHILD, str(work / "saved"),
-                                   json.dumps([[s.shape.as_list(), s.dtype.name] for s in specs])], env=env,
-                                  stdout=subprocess.PIPE, stderr=log, text=True, timeout=timeout)
-        log_text = log_path.read_text(errors="replace")
-        if done.returncode != 0:
-            raise RuntimeError(f"compiling in a child process failed ({done.returncode}):\n{log_text[-3000:]}")
-        frames = frames_from_dump(dump, log_text)
-        frames.tensorflow = done.stdout.strip().splitlines()[-1] if done.stdout.strip() else ""
-        return frames
+        _save_for_child(fn, specs, work)
+        return _compile_in_child(work, specs, keep, timeout)
     finally:
         if keep is None:
             shutil.rmtree(work, ignore_errors=True)
+
+
+def passes_side_by_side(*calls: tuple[Any, ...], timeout: float = 600) -> list[Frames]:
+    """``[passes(fn, *args) for fn, *args in calls]``, with the compiling processes running side by side.
+
+    Each function is saved here, one after the other; the fresh processes that compile them then run at the same
+    time, up to one per core (nothing is timed: each only compiles and writes its dump). For two or more functions
+    whose passes a page shows together, e.g. ``hlo.passes_side_by_side((chain, x), (centre_rows, a))``.
+    """
+    from concurrent.futures import ThreadPoolExecutor
+
+    works, specs_of = [], []
+    try:
+        for fn, *args in calls:
+            specs = [_spec(a) for a in args]
+            work = Path(tempfile.mkdtemp(prefix="xlalab_passes_"))
+            works.append(work)
+            specs_of.append(specs)
+            _save_for_child(fn, specs, work)
+        with ThreadPoolExecutor(max_workers=max(1, min(len(works), os.cpu_count() or 1))) as pool:
+            return list(pool.map(lambda i: _compile_in_child(works[i], specs_of[i], None, timeout),
+                                 range(len(works))))
+    finally:
+        for work in works:
+            shutil.rmtree(work, ignore_errors=True)
+
+
+def _save_for_child(fn: Callable, specs: list[Any], work: Path) -> None:
+    """Save ``fn`` on ``specs`` (with the variables it reads) as ``work/saved``, for :data:`_CHILD` to load."""
+    import tensorflow as tf
+
+    python_fn = getattr(fn, "python_function", fn)
+    work.mkdir(parents=True, exist_ok=True)
+    saved = tf.Module()
+    saved.f = tf.function(python_fn, input_signature=specs)
+    # Variables the function reads must be tracked to be saved with it.
+    saved.variables_read = list(saved.f.get_concrete_function().variables)
+    logger = tf.get_logger()
+    level = logger.level
+    logger.setLevel("ERROR")        # "Assets written to ..." is not news
+    try:
+        tf.saved_model.save(saved, str(work / "saved"))
+    finally:
+        logger.setLevel(level)
+
+
+def _compile_in_child(work: Path, specs: list[Any], keep: str | os.PathLike | None, timeout: float) -> Frames:
+    """Compile ``work/saved`` in a fresh process with XLA dumping every pass and logging its decisions; the frames."""
+    dump = _dump_folder(work, keep)
+    env = dict(os.environ)
+    env["XLA_FLAGS"] = f"{env.get('XLA_FLAGS', '')} --xla_dump_to={dump} --xla_dump_hlo_pass_re=.*".strip()
+    env["TF_CPP_MIN_LOG_LEVEL"] = "0"
+    env["TF_CPP_VMODULE"] = VMODULE
+    log_path = work / "compile.log"
+    with open(log_path, "w") as log:
+        done = subprocess.run([sys.executable, "-c", _CHILD, str(work / "saved"),
+                               json.dumps([[s.shape.as_list(), s.dtype.name] for s in specs])], env=env,
+                              stdout=subprocess.PIPE, stderr=log, text=True, timeout=timeout)
+    log_text = log_path.read_text(errors="replace")
+    if done.returncode != 0:
+        raise RuntimeError(f"compiling in a child process failed ({done.returncode}):\n{log_text[-3000:]}")
+    frames = frames_from_dump(dump, log_text)
+    frames.tensorflow = done.stdout.strip().splitlines()[-1] if done.stdout.strip() else ""
+    return frames
 
 
 def _dump_folder(work: Path, keep: str | os.PathLike | None) -> Path:
