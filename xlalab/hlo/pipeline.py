@@ -571,8 +571,6 @@ def passes(fn: Callable, *args: Any, timeout: float = 600, keep: str | os.PathLi
         >>> frames = passes(lambda x: tf.nn.relu(x * 2.0 + 1.0), tf.ones([4, 8]))
         >>> [(f.pass_name, f.counters["kernels"]) for f in frames]
     """
-    import tensorflow as tf  # noqa: F401 - the arguments are TensorFlow's
-
     specs = [_spec(a) for a in args]
     if target is not None:
         return _gpu_passes(fn, specs, target, timeout, keep)
