@@ -411,8 +411,7 @@ def test_passes_side_by_side_match_passes_one_at_a_time(tmp_path, monkeypatch):
         assert [f.pass_name for f in got] == [f.pass_name for f in want]
         assert pipeline.normalized(got[-1].text) == pipeline.normalized(want[-1].text)
         assert got.tensorflow == want.tensorflow == tf.__version__
-    assert both[0][-1].counters["kernels"] != both[1][-1].counters["kernels"] or \
-        pipeline.normalized(both[0][-1].text) != pipeline.normalized(both[1][-1].text)
+    assert pipeline.normalized(both[0][-1].text) != pipeline.normalized(both[1][-1].text)   # not one twice
     assert not list(tmp_path.glob("xlalab_passes_*"))          # the work folders are removed
 
 

@@ -24,7 +24,7 @@ PACKAGE = Path(__file__).resolve().parent.parent / "xlalab"
 #: import only from its own layer and the ones before it.
 LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("utilities", ("xlalab", "xlalab.log", "xlalab.fmt", "xlalab.files", "xlalab.env", "xlalab.compat",
-                   "xlalab.sphinx_dedupe")),
+                   "xlalab.sphinx_dedupe", "xlalab.threads")),
     ("core", ("xlalab.bench", "xlalab.roofline", "xlalab.plot", "xlalab.hw", "xlalab.hlo", "xlalab.profile")),
     ("workloads and the chapters' helpers", ("xlalab.workloads", "xlalab.book", "xlalab.flops", "xlalab.hlo_memory")),
     ("options and the suite", ("xlalab.options", "xlalab.suite")),

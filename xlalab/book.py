@@ -15,13 +15,11 @@ No chapter keeps a threshold of its own. Outside the book build (Colab, a plain 
 from __future__ import annotations
 
 import math
-import os
-from collections.abc import Callable, Iterable
-from concurrent.futures import ThreadPoolExecutor
-from typing import Any, TypeVar
+from typing import Any
 
 from xlalab.bench import MIN_VERDICT_SAMPLES, ratio_verdict
 from xlalab.fmt import Markdown, md_table
+from xlalab.threads import side_by_side
 
 __all__ = ["GLUE_HELPERS", "INTERVAL_SUFFIXES", "CI_WORDS", "Text", "glue", "glue_values", "glue_interval",
            "choose", "choose_order", "md_table", "Markdown", "side_by_side"]
@@ -130,22 +128,3 @@ def choose_order(a: float, b: float, *, larger: str, smaller: str, same: str, fm
     if math.isnan(x) or math.isnan(y):
         raise ValueError(f"cannot order {a!r} and {b!r}")
     return Text(larger if x > y else smaller if x < y else same)
-
-
-_T = TypeVar("_T")
-_R = TypeVar("_R")
-
-
-def side_by_side(fn: Callable[[_T], _R], items: Iterable[_T], workers: int | None = None) -> list[_R]:
-    """``[fn(item) for item in items]``, run in threads, up to ``workers`` (default: the machine's cores) at once;
-    results in the order of ``items``, the first exception raised again.
-
-    For probes that each run in a fresh process (a different ``XLA_FLAGS`` or ``TF_XLA_FLAGS`` needs one): the
-    kernel only waits, so the processes can use the machine's other cores. Never for timing: processes side by side
-    share the cores and would time each other."""
-    todo = list(items)
-    if not todo:
-        return []
-    n = max(1, min(len(todo), workers or os.cpu_count() or 1))
-    with ThreadPoolExecutor(max_workers=n) as pool:
-        return list(pool.map(fn, todo))

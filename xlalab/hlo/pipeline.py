@@ -590,21 +590,16 @@ def passes_side_by_side(*calls: tuple[Any, ...], timeout: float = 600) -> list[F
     time, up to one per core (nothing is timed: each only compiles and writes its dump). For two or more functions
     whose passes a page shows together, e.g. ``hlo.passes_side_by_side((chain, x), (centre_rows, a))``.
     """
-    from concurrent.futures import ThreadPoolExecutor
+    from xlalab.threads import side_by_side
 
-    works, specs_of = [], []
+    jobs: list[tuple[Path, list[Any]]] = []       # (work folder, argument specs) per call
     try:
         for fn, *args in calls:
-            specs = [_spec(a) for a in args]
-            work = Path(tempfile.mkdtemp(prefix="xlalab_passes_"))
-            works.append(work)
-            specs_of.append(specs)
-            _save_for_child(fn, specs, work)
-        with ThreadPoolExecutor(max_workers=max(1, min(len(works), os.cpu_count() or 1))) as pool:
-            return list(pool.map(lambda i: _compile_in_child(works[i], specs_of[i], None, timeout),
-                                 range(len(works))))
+            jobs.append((Path(tempfile.mkdtemp(prefix="xlalab_passes_")), [_spec(a) for a in args]))
+            _save_for_child(fn, jobs[-1][1], jobs[-1][0])
+        return side_by_side(lambda job: _compile_in_child(job[0], job[1], None, timeout), jobs)
     finally:
-        for work in works:
+        for work, _ in jobs:
             shutil.rmtree(work, ignore_errors=True)
 
 
